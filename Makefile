@@ -1,0 +1,56 @@
+# Strata policy engine: one task runner. `make help` lists the targets.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BUF := node_modules/.bin/buf
+STAMP := $(VENV)/.installed
+PROTOS := $(wildcard protos/strata/policy/v1/*.proto)
+
+.DEFAULT_GOAL := help
+.PHONY: help serve test lint typecheck protos bench fmt node clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch node_modules/.installed
+
+serve: $(STAMP) ## Start the server with its embedded defaults (127.0.0.1:50051, in memory)
+	$(VENV)/bin/strata-policy serve
+
+test: $(STAMP) node_modules/.installed ## Lint, type-check and run every test (Python and Node.js)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(PY) -m pytest
+
+lint: $(STAMP) node_modules/.installed ## ruff, buf lint and buf format
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(BUF) lint
+	$(BUF) format --diff --exit-code
+
+typecheck: $(STAMP) ## mypy --strict on the package
+	$(VENV)/bin/mypy
+
+protos: $(STAMP) ## Regenerate generated/ from protos/
+	$(PY) scripts/gen_protos.py generated
+
+bench: $(STAMP) ## Run the benchmarks and print ratios (docs/benchmarks.md has the latest)
+	$(PY) -m benchmarks
+
+fmt: $(STAMP) ## Format Python and protos
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+	$(BUF) format -w
+
+clean: ## Remove the virtual environment and node_modules
+	rm -rf $(VENV) node_modules
