@@ -1,0 +1,115 @@
+"""The one exception tree. Errors carry fields, not just text; denials are values, not errors.
+
+::
+
+    StrataError                      reason (UPPER_SNAKE), message, metadata
+    ├── InvalidArgument              violations: (field path, description) pairs
+    ├── ClusterNotFound              cluster_id
+    ├── GenerationConflict           expected, actual
+    ├── SizeLimitExceeded            limit, value, maximum
+    ├── Unauthenticated
+    └── PermissionDenied             cluster_id
+
+``strata_policy.service.status`` maps every class to a gRPC status code in one table, with
+``google.rpc.ErrorInfo`` (domain ``strata.policy.v1``) and, for ``InvalidArgument``,
+``google.rpc.BadRequest`` field violations. A test fails when a class has no row there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+DOMAIN = "strata.policy.v1"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldViolation:
+    """One bad field: its path (``snapshot.nodes[3].capacity["cpu"]``) and what is wrong."""
+
+    field: str
+    description: str
+
+
+class StrataError(Exception):
+    """Root of every error the engine raises on purpose."""
+
+    reason = "STRATA_ERROR"
+
+    def __init__(self, message: str, *, metadata: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.metadata: dict[str, str] = dict(metadata or {})
+
+
+class InvalidArgument(StrataError):
+    """A request that can never succeed as written; nothing was changed."""
+
+    reason = "INVALID_ARGUMENT"
+
+    def __init__(self, violations: list[FieldViolation] | tuple[FieldViolation, ...]) -> None:
+        self.violations = tuple(violations)
+        shown = "; ".join(f"{v.field}: {v.description}" for v in self.violations[:5])
+        more = len(self.violations) - 5
+        suffix = f" (+{more} more)" if more > 0 else ""
+        super().__init__(
+            f"invalid request: {shown}{suffix}",
+            metadata={"violations": str(len(self.violations))},
+        )
+
+    @classmethod
+    def one(cls, field: str, description: str) -> InvalidArgument:
+        """An error with a single violation."""
+        return cls([FieldViolation(field, description)])
+
+
+class ClusterNotFound(StrataError):
+    """The named cluster does not exist on this server."""
+
+    reason = "CLUSTER_NOT_FOUND"
+
+    def __init__(self, cluster_id: str) -> None:
+        self.cluster_id = cluster_id
+        super().__init__(f"cluster {cluster_id!r} not found", metadata={"cluster_id": cluster_id})
+
+
+class GenerationConflict(StrataError):
+    """``expected_generation`` did not match; the caller should re-read and retry."""
+
+    reason = "GENERATION_MISMATCH"
+
+    def __init__(self, cluster_id: str, expected: int, actual: int) -> None:
+        self.cluster_id, self.expected, self.actual = cluster_id, expected, actual
+        super().__init__(
+            f"cluster {cluster_id!r} is at generation {actual}, not {expected}",
+            metadata={"cluster_id": cluster_id, "expected": str(expected), "actual": str(actual)},
+        )
+
+
+class SizeLimitExceeded(StrataError):
+    """A configured size limit (nodes, batch, clusters...) would be exceeded."""
+
+    reason = "SIZE_LIMIT_EXCEEDED"
+
+    def __init__(self, limit: str, value: int, maximum: int) -> None:
+        self.limit, self.value, self.maximum = limit, value, maximum
+        super().__init__(
+            f"{limit} is {value}, above the maximum {maximum}",
+            metadata={"limit": limit, "value": str(value), "maximum": str(maximum)},
+        )
+
+
+class Unauthenticated(StrataError):
+    """No credentials, or credentials the server does not know."""
+
+    reason = "UNAUTHENTICATED"
+
+
+class PermissionDenied(StrataError):
+    """Known credentials that do not allow this call on this cluster."""
+
+    reason = "PERMISSION_DENIED"
+
+    def __init__(self, message: str, cluster_id: str = "") -> None:
+        self.cluster_id = cluster_id
+        super().__init__(message, metadata={"cluster_id": cluster_id})

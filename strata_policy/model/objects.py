@@ -1,0 +1,106 @@
+"""The cluster's value types: nodes, scopes, workloads, placements and snapshots.
+
+Frozen, slotted, pure Python. Mappings are stored as given (callers pass fresh dicts); the state
+store never mutates them. Validation lives in ``strata_policy.state.validate``, not here, so
+that a bad snapshot can be described field by field before anything is built from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from strata_policy.model.resources import GPU, Resources, scale
+
+HOSTNAME_KEY = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A machine; ``capacity["gpu"]`` is a multiple of 1000 (one entry per device)."""
+
+    id: str
+    capacity: Resources = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    gpu_model: str = ""
+
+    @property
+    def gpu_devices(self) -> int:
+        """How many GPU devices the node has."""
+        return self.capacity.get(GPU, 0) // 1000
+
+    def label(self, key: str) -> str | None:
+        """A label's value; every node carries its id as ``kubernetes.io/hostname``."""
+        if key == HOSTNAME_KEY:
+            return self.labels.get(key, self.id)
+        return self.labels.get(key)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """A node of the tenancy tree; absent guarantee = 0, absent limit = unlimited."""
+
+    id: str
+    parent_id: str = ""
+    kind: str = ""
+    guarantee: Resources = field(default_factory=dict)
+    limit: Resources = field(default_factory=dict)
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A gang of ``replicas`` identical replicas, each asking for ``request``."""
+
+    id: str
+    scope_id: str
+    request: Resources = field(default_factory=dict)
+    replicas: int = 1
+    priority: int = 0
+    preemptible: bool = True
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    gpu_model: str = ""
+    spread_key: str = ""
+    queued_at_ms: int = 0
+
+    @property
+    def total(self) -> dict[str, int]:
+        """``request × replicas``: what the workload holds against quota."""
+        return scale(self.request, self.replicas)
+
+    @property
+    def gpu_models(self) -> frozenset[str]:
+        """Allowed GPU models (``A|B`` = either); empty = any."""
+        return frozenset(m for m in self.gpu_model.split("|") if m)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one replica runs: a node and the GPU device indices it holds there."""
+
+    node_id: str
+    gpu_devices: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunningWorkload:
+    """A workload the engine holds: ADMITTED without placements, PLACED with one per replica."""
+
+    workload: Workload
+    placements: tuple[Placement, ...] = ()
+    admitted_at_ms: int = 0
+
+    @property
+    def placed(self) -> bool:
+        """Whether the workload holds nodes (PLACED) or only quota (ADMITTED)."""
+        return bool(self.placements)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A whole cluster: nodes in snapshot order (the tie-break order), scopes, running work."""
+
+    nodes: tuple[Node, ...] = ()
+    scopes: tuple[Scope, ...] = ()
+    workloads: tuple[RunningWorkload, ...] = ()
