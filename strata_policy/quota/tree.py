@@ -1,0 +1,243 @@
+"""The quota tree: scopes, their ancestor paths, and usage rolled up to every ancestor.
+
+``usage(s)`` is the sum of ``request × replicas`` of every admitted workload in the subtree of
+``s`` (DESIGN §2). The tree keeps that sum per scope and one more for the virtual root above the
+top-level scopes, so every read is O(1) and a ``charge``/``refund`` is O(depth × resources): the
+amounts are added to the scope and to each ancestor on its cached path. Zero entries are dropped,
+so a ``refund`` is the exact inverse of a ``charge`` (the dicts compare equal afterwards).
+
+The tree also keeps each scope's *own* usage (workloads charged to the scope itself, not to a
+descendant); the FAIR batch order needs it for inner scopes that hold workloads of their own.
+
+Input is validated by the caller (unique ids, parents exist, no cycles, amounts ≥ 0); an
+unknown scope id passed to any method raises ``InvalidArgument`` rather than ``KeyError``, because
+it reaches here from a request (a workload's ``scope_id``).
+
+Interpretations written down:
+
+- ``borrowed(s)`` is usage above guarantee with an absent guarantee counted as 0 (DESIGN §2:
+  "absent means nothing is guaranteed"): a scope that guarantees nothing borrows all it uses.
+- ``at_limit(s)`` lists the resources ``s`` limits whose usage is at or above the limit, sorted
+  by name (a limit of 0 with no usage counts: nothing more of it can be admitted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+
+from strata_policy.errors import InvalidArgument
+from strata_policy.model import Scope, ScopeStatus
+from strata_policy.model.resources import Resources
+
+_EMPTY: Mapping[str, int] = MappingProxyType({})
+
+
+class QuotaTree:
+    """Scopes with rolled-up usage; the cluster store keeps one and charges/refunds it.
+
+    Structure (scopes, paths, children) is immutable after ``build`` and shared between copies;
+    only the usage dicts are per instance, so ``copy`` costs O(scopes × resources).
+    """
+
+    __slots__ = ("_children", "_own", "_path", "_root", "_usage", "scopes")
+
+    scopes: Mapping[str, Scope]
+
+    def __init__(
+        self,
+        *,
+        scopes: Mapping[str, Scope],
+        paths: Mapping[str, tuple[str, ...]],
+        children: Mapping[str | None, tuple[str, ...]],
+        usage: dict[str, dict[str, int]],
+        own: dict[str, dict[str, int]],
+        root: dict[str, int],
+    ) -> None:
+        """Internal: use ``QuotaTree.build`` or ``copy``."""
+        self.scopes = scopes
+        self._path = paths
+        self._children = children
+        self._usage = usage
+        self._own = own
+        self._root = root
+
+    @classmethod
+    def build(cls, scopes: Sequence[Scope]) -> QuotaTree:
+        """A tree with zero usage from validated scopes (any order, any depth)."""
+        by_id = {s.id: s for s in scopes}
+        children: dict[str | None, list[str]] = {None: []}
+        for s in scopes:
+            children.setdefault(s.id, [])
+            children.setdefault(s.parent_id or None, []).append(s.id)
+        paths: dict[str, tuple[str, ...]] = {}
+        for s in scopes:
+            paths[s.id] = _path_of(s.id, by_id, paths)
+        return cls(
+            scopes=MappingProxyType(by_id),
+            paths=MappingProxyType(paths),
+            children=MappingProxyType({k: tuple(sorted(v)) for k, v in children.items()}),
+            usage={s.id: {} for s in scopes},
+            own={s.id: {} for s in scopes},
+            root={},
+        )
+
+    def copy(self) -> QuotaTree:
+        """An independent tree with the same usage (structure shared, usage copied)."""
+        return QuotaTree(
+            scopes=self.scopes,
+            paths=self._path,
+            children=self._children,
+            usage={k: dict(v) for k, v in self._usage.items()},
+            own={k: dict(v) for k, v in self._own.items()},
+            root=dict(self._root),
+        )
+
+    def __contains__(self, scope_id: object) -> bool:
+        """Whether the tree knows ``scope_id``."""
+        return scope_id in self.scopes
+
+    def path(self, scope_id: str) -> tuple[str, ...]:
+        """The scope first, then each ancestor, the top-level scope last. O(1), cached."""
+        try:
+            return self._path[scope_id]
+        except KeyError:
+            raise _unknown(scope_id) from None
+
+    def children(self, scope_id: str | None) -> tuple[str, ...]:
+        """Direct children sorted by id; ``None`` = the top-level scopes."""
+        try:
+            return self._children[scope_id]
+        except KeyError:
+            raise _unknown(scope_id or "") from None
+
+    def usage(self, scope_id: str) -> Mapping[str, int]:
+        """Subtree usage of ``scope_id`` as a live read-only view (copy it to keep it)."""
+        try:
+            return MappingProxyType(self._usage[scope_id])
+        except KeyError:
+            raise _unknown(scope_id) from None
+
+    def own_usage(self, scope_id: str) -> Mapping[str, int]:
+        """Usage charged to ``scope_id`` itself, not to its descendants (live read-only view)."""
+        try:
+            return MappingProxyType(self._own[scope_id])
+        except KeyError:
+            raise _unknown(scope_id) from None
+
+    def total_usage(self) -> Mapping[str, int]:
+        """Usage of all admitted work (the virtual root), as a live read-only view."""
+        return MappingProxyType(self._root)
+
+    def charge(self, scope_id: str, amounts: Resources) -> None:
+        """Add ``amounts`` to ``scope_id``, every ancestor and the root. O(depth × resources)."""
+        path = self.path(scope_id)
+        live = {r: a for r, a in amounts.items() if a}
+        if not live:
+            return
+        _add(self._own[scope_id], live, 1)
+        for sid in path:
+            _add(self._usage[sid], live, 1)
+        _add(self._root, live, 1)
+
+    def refund(self, scope_id: str, amounts: Resources) -> None:
+        """The exact inverse of ``charge``.
+
+        Raises ``ValueError`` (a bug in the caller, nothing changed) when it would take the
+        scope's own usage below zero: usage must always equal the sum of charged workloads.
+        """
+        path = self.path(scope_id)
+        live = {r: a for r, a in amounts.items() if a}
+        own = self._own[scope_id]
+        for r, a in live.items():
+            if own.get(r, 0) < a:
+                raise ValueError(
+                    f"refund of {r}={a} to scope {scope_id!r} exceeds its usage {own.get(r, 0)}"
+                )
+        if not live:
+            return
+        _add(own, live, -1)
+        for sid in path:
+            _add(self._usage[sid], live, -1)
+        _add(self._root, live, -1)
+
+    def borrowed(self, scope_id: str) -> dict[str, int]:
+        """Usage above guarantee per resource, positive entries only (absent guarantee = 0)."""
+        guarantee = self._scope(scope_id).guarantee
+        return {
+            r: u - guarantee.get(r, 0)
+            for r, u in sorted(self._usage[scope_id].items())
+            if u > guarantee.get(r, 0)
+        }
+
+    def at_limit(self, scope_id: str) -> tuple[str, ...]:
+        """Resources the scope limits whose usage has reached the limit, sorted by name."""
+        usage = self._usage[self._scope(scope_id).id]
+        limit = self.scopes[scope_id].limit
+        return tuple(r for r in sorted(limit) if usage.get(r, 0) >= limit[r])
+
+    def status(self, scope_id: str, workload_count: int) -> ScopeStatus:
+        """The scope's status for GetCluster and the CLI (usage copied, not a live view)."""
+        s = self._scope(scope_id)
+        return ScopeStatus(
+            id=s.id,
+            parent_id=s.parent_id,
+            kind=s.kind,
+            usage=dict(sorted(self._usage[scope_id].items())),
+            guarantee=dict(s.guarantee),
+            limit=dict(s.limit),
+            borrowed=self.borrowed(scope_id),
+            weight=s.weight,
+            at_limit=self.at_limit(scope_id),
+            workload_count=workload_count,
+        )
+
+    def statuses(self, workload_counts: Mapping[str, int]) -> tuple[ScopeStatus, ...]:
+        """Every scope depth-first, parents before children, siblings by id.
+
+        ``workload_counts`` maps a scope id to the number of workloads charged to it directly;
+        absent = 0.
+        """
+        out: list[ScopeStatus] = []
+        stack = list(reversed(self._children[None]))
+        while stack:
+            sid = stack.pop()
+            out.append(self.status(sid, workload_counts.get(sid, 0)))
+            stack.extend(reversed(self._children[sid]))
+        return tuple(out)
+
+    def _scope(self, scope_id: str) -> Scope:
+        try:
+            return self.scopes[scope_id]
+        except KeyError:
+            raise _unknown(scope_id) from None
+
+
+def _path_of(
+    scope_id: str, by_id: Mapping[str, Scope], memo: dict[str, tuple[str, ...]]
+) -> tuple[str, ...]:
+    """The path of ``scope_id``, reusing the memoised path of the nearest ancestor."""
+    chain: list[str] = []
+    cur: str = scope_id
+    while cur and cur not in memo:
+        chain.append(cur)
+        cur = by_id[cur].parent_id
+    tail = memo[cur] if cur else ()
+    for i in range(len(chain) - 1, -1, -1):
+        tail = (chain[i], *tail)
+        memo[chain[i]] = tail
+    return tail
+
+
+def _add(target: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:
+    """``target += sign × amounts`` in place, dropping entries that reach zero."""
+    for r, a in amounts.items():
+        value = target.get(r, 0) + sign * a
+        if value:
+            target[r] = value
+        else:
+            target.pop(r, None)
+
+
+def _unknown(scope_id: str) -> InvalidArgument:
+    return InvalidArgument.one("scope_id", f"unknown scope {scope_id!r}")
