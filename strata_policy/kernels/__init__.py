@@ -1,0 +1,1 @@
+"""Numba kernels over the node matrix: private @njit functions behind validating wrappers."""

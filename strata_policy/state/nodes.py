@@ -1,0 +1,262 @@
+"""The dense node state: the node × resource matrix and the per-device GPU free milli.
+
+``NodeMatrix`` is what the placement kernels read. Rows are nodes in snapshot order (the
+tie-break order), columns are resources: ``cpu``, ``memory``, ``gpu`` first, then every other
+resource any node lists, sorted. A node that does not list a resource has 0 of it.
+
+The immutable part (nodes, index maps, capacity, reciprocals, model codes, label codes, cached
+selector masks) is shared between copies; the mutable part (``allocated``, ``free``,
+``gpu_free``, per-node versions and the FGD fragmentation cache) is copied, so a ``copy()`` costs
+one memcpy of the state and nothing else. ``free = capacity - allocated`` is kept in step by
+``allocate``/``deallocate`` so that kernels read one matrix. Every change bumps the node's entry
+in ``version``; derived per-node caches (the FGD statistics) compare stamps to find stale rows.
+
+GPU accounting: ``gpu_free[n, d]`` is the free milli of device ``d`` (0..1000), -1 where node
+``n`` has fewer than ``d + 1`` devices. A share (< 1000) takes milli from one device; ``k × 1000``
+takes ``k`` whole, fully free devices. Column ``gpu`` of ``allocated`` is always the sum over
+existing devices of ``1000 - gpu_free``.
+
+Not thread-safe for writers: the cluster store serialises ``allocate``/``deallocate`` with
+readers. Concurrent readers are fine (cache refreshes write the same values).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from strata_policy.model.objects import Node
+from strata_policy.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU, RESERVED, Resources
+
+CPU_COL = 0
+MEMORY_COL = 1
+GPU_COL = 2
+
+
+class NodeMatrix:
+    """Nodes × resources as int64 arrays, with per-device GPU free milli (see module docs)."""
+
+    __slots__ = (
+        "_shared",
+        "allocated",
+        "capacity",
+        "derived",
+        "free",
+        "gpu_devices",
+        "gpu_free",
+        "index",
+        "inv_capacity",
+        "inv_max_capacity",
+        "model_code",
+        "models",
+        "nodes",
+        "resource_index",
+        "resources",
+        "schedulable",
+        "version",
+    )
+
+    nodes: tuple[Node, ...]
+    index: dict[str, int]
+    resources: tuple[str, ...]
+    resource_index: dict[str, int]
+    capacity: np.ndarray
+    allocated: np.ndarray
+    free: np.ndarray
+    gpu_free: np.ndarray
+    gpu_devices: np.ndarray
+    schedulable: np.ndarray
+    inv_capacity: np.ndarray
+    inv_max_capacity: np.ndarray
+    model_code: np.ndarray
+    models: tuple[str, ...]
+    version: np.ndarray
+    derived: dict[Any, Any]
+    _shared: dict[Any, Any]
+
+    @classmethod
+    def from_nodes(cls, nodes: Sequence[Node]) -> NodeMatrix:
+        """The state of ``nodes`` with nothing allocated (capacities assumed validated)."""
+        nodes = tuple(nodes)
+        extra = sorted({r for nd in nodes for r in nd.capacity} - set(RESERVED))
+        names = (CPU, MEMORY, GPU, *extra)
+        col = {r: i for i, r in enumerate(names)}
+        n_nodes = len(nodes)
+        capacity = np.zeros((n_nodes, len(names)), dtype=np.int64)
+        for n, nd in enumerate(nodes):
+            row = capacity[n]
+            for r, amount in nd.capacity.items():
+                row[col[r]] = amount
+        devices = capacity[:, GPU_COL] // MILLI_PER_GPU
+        width = max(1, int(devices.max()) if n_nodes else 1)
+        gpu_free = np.where(np.arange(width)[None, :] < devices[:, None], MILLI_PER_GPU, -1)
+        models = tuple(sorted({nd.gpu_model for nd in nodes} | {""}))
+        model_index = {m: i for i, m in enumerate(models)}
+        self = cls.__new__(cls)
+        self.nodes = nodes
+        self.index = {nd.id: n for n, nd in enumerate(nodes)}
+        self.resources = names
+        self.resource_index = col
+        self.capacity = capacity
+        self.allocated = np.zeros_like(capacity)
+        self.free = capacity.copy()
+        self.gpu_free = np.ascontiguousarray(gpu_free, dtype=np.int64)
+        self.gpu_devices = devices.astype(np.int64)
+        self.schedulable = np.array([not nd.unschedulable for nd in nodes], dtype=np.bool_)
+        with np.errstate(divide="ignore"):
+            self.inv_capacity = np.where(capacity > 0, 1.0 / capacity, 0.0)
+        top = capacity.max(axis=0) if n_nodes else np.zeros(len(names), dtype=np.int64)
+        with np.errstate(divide="ignore"):
+            self.inv_max_capacity = np.where(top > 0, 1.0 / top, 0.0)
+        self.model_code = np.array(
+            [model_index[nd.gpu_model] for nd in nodes], dtype=np.int64
+        ).reshape(n_nodes)
+        self.models = models
+        self.version = np.zeros(n_nodes, dtype=np.int64)
+        self.derived = {}
+        self._shared = {}
+        return self
+
+    def copy(self) -> NodeMatrix:
+        """A copy whose mutable arrays (and derived caches) are its own; the rest is shared."""
+        other = NodeMatrix.__new__(NodeMatrix)
+        for name in NodeMatrix.__slots__:
+            setattr(other, name, getattr(self, name))
+        other.allocated = self.allocated.copy()
+        other.free = self.free.copy()
+        other.gpu_free = self.gpu_free.copy()
+        other.version = self.version.copy()
+        other.derived = {key: value.copy() for key, value in self.derived.items()}
+        return other
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    # -- immutable lookups shared by copies -------------------------------------------------
+
+    def label_codes(self, key: str) -> tuple[np.ndarray, dict[str, int]]:
+        """Per node, a code for its value of label ``key`` (-1 when absent), and the code map.
+
+        Built once per key (nodes are immutable) and shared by every copy of the matrix.
+        """
+        cache_key = ("label", key)
+        found = self._shared.get(cache_key)
+        if found is None:
+            values: dict[str, int] = {}
+            codes = np.empty(len(self.nodes), dtype=np.int64)
+            for n, nd in enumerate(self.nodes):
+                value = nd.label(key)
+                codes[n] = -1 if value is None else values.setdefault(value, len(values))
+            found = (codes, values)
+            self._shared[cache_key] = found
+        return found
+
+    def shared(self, key: object, build: Callable[[], Any]) -> Any:
+        """A value computed from the immutable node data only, built once and shared by copies."""
+        found = self._shared.get(key)
+        if found is None:
+            found = build()
+            self._shared[key] = found
+        return found
+
+    # -- checks and mutations ---------------------------------------------------------------
+
+    def replica_fit_error(
+        self, node_index: int, request: Resources, gpu_devices: tuple[int, ...]
+    ) -> str | None:
+        """None if one replica of ``request`` fits node ``node_index`` now on exactly those
+        devices; otherwise a short description of the first problem found.
+
+        Devices are checked for shape first (they exist, are distinct, as many as the request
+        names), then every resource in column order, then the free milli on each device.
+        Schedulability, labels and model are not checked: a running workload may sit on a
+        cordoned node.
+        """
+        gpu = int(request.get(GPU, 0))
+        devices = self.gpu_devices[node_index]
+        for d in gpu_devices:
+            if not 0 <= d < devices:
+                return f"gpu device {d} does not exist"
+        if len(set(gpu_devices)) != len(gpu_devices):
+            return f"gpu devices {list(gpu_devices)} are not distinct"
+        wanted = 0 if gpu == 0 else 1 if gpu < MILLI_PER_GPU else gpu // MILLI_PER_GPU
+        if len(gpu_devices) != wanted:
+            return f"gpu request {gpu} needs {wanted} device(s), got {len(gpu_devices)}"
+        free = self.free[node_index]
+        missing: list[str] = []
+        for r, amount in request.items():
+            col = self.resource_index.get(r)
+            if col is None:
+                if amount > 0:
+                    missing.append(r)
+            elif free[col] < amount:
+                return f"insufficient {r}: {int(free[col])} free, {amount} requested"
+        if missing:
+            return f"insufficient {min(missing)}: 0 free, {request[min(missing)]} requested"
+        per_device = gpu if gpu < MILLI_PER_GPU else MILLI_PER_GPU
+        for d in gpu_devices:
+            left = int(self.gpu_free[node_index, d])
+            if left < per_device:
+                return f"gpu device {d} has {left} free, {per_device} requested"
+        return None
+
+    def allocate(self, node_index: int, request: Resources, gpu_devices: tuple[int, ...]) -> None:
+        """Take one replica of ``request`` on node ``node_index`` and those GPU devices.
+
+        Raises ``ValueError`` when it does not fit (``replica_fit_error``): committing an
+        over-allocation is a bug in the caller, never a state to keep.
+        """
+        problem = self.replica_fit_error(node_index, request, gpu_devices)
+        if problem is not None:
+            raise ValueError(f"cannot allocate on {self.nodes[node_index].id!r}: {problem}")
+        self._apply(node_index, request, gpu_devices, 1)
+
+    def deallocate(self, node_index: int, request: Resources, gpu_devices: tuple[int, ...]) -> None:
+        """The exact inverse of ``allocate``; raises ``ValueError`` if it was not allocated."""
+        gpu = int(request.get(GPU, 0))
+        per_device = gpu if gpu < MILLI_PER_GPU else MILLI_PER_GPU
+        for d in gpu_devices:
+            if not 0 <= d < self.gpu_devices[node_index] or (
+                self.gpu_free[node_index, d] + per_device > MILLI_PER_GPU
+            ):
+                raise ValueError(f"gpu device {d} does not hold {per_device} milli to free")
+        for r, amount in request.items():
+            col = self.resource_index.get(r)
+            if amount and (col is None or self.allocated[node_index, col] < amount):
+                raise ValueError(f"node {self.nodes[node_index].id!r} does not hold {amount} {r}")
+        self._apply(node_index, request, gpu_devices, -1)
+
+    def _apply(
+        self, node_index: int, request: Resources, gpu_devices: tuple[int, ...], sign: int
+    ) -> None:
+        allocated = self.allocated[node_index]
+        free = self.free[node_index]
+        for r, amount in request.items():
+            if amount:
+                col = self.resource_index[r]
+                allocated[col] += sign * amount
+                free[col] -= sign * amount
+        gpu = int(request.get(GPU, 0))
+        per_device = gpu if gpu < MILLI_PER_GPU else MILLI_PER_GPU
+        for d in gpu_devices:
+            self.gpu_free[node_index, d] -= sign * per_device
+        self.version[node_index] += 1
+
+    # -- totals -----------------------------------------------------------------------------
+
+    def total_capacity(self, schedulable_only: bool = True) -> dict[str, int]:
+        """Capacity summed over (schedulable) nodes, per resource column."""
+        rows = self.capacity[self.schedulable] if schedulable_only else self.capacity
+        sums = rows.sum(axis=0)
+        return {r: int(sums[i]) for i, r in enumerate(self.resources)}
+
+    def total_allocated(self) -> dict[str, int]:
+        """Allocated amounts summed over all nodes, per resource column."""
+        sums = self.allocated.sum(axis=0)
+        return {r: int(sums[i]) for i, r in enumerate(self.resources)}
+
+    def free_of(self, node_index: int) -> Mapping[str, int]:
+        """What node ``node_index`` has free, per resource (for messages and tests)."""
+        return {r: int(self.free[node_index, i]) for i, r in enumerate(self.resources)}

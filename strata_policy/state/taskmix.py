@@ -1,0 +1,114 @@
+"""The workload mix a cluster has seen, for fragmentation-aware placement (FGD).
+
+FGD (Weng et al., USENIX ATC 2023) measures a node's GPU fragmentation against the *typical*
+task shapes: tasks grouped by (cpu, gpu request, allowed GPU models), most common first, until
+they cover 95 % of the tasks seen, with their shares renormalised. ``TaskMix`` keeps those counts.
+It counts replicas (each replica is one pod in the paper's terms), so a gang of 8 weighs as much
+as 8 single pods. ``observe`` is a dict increment; ``typical`` is cached until the next change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from strata_policy.model.objects import Workload
+from strata_policy.model.resources import CPU, GPU
+
+Shape = tuple[int, int, str]  # (cpu milli, gpu milli per replica, allowed models "A|B" sorted)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskType:
+    """One typical task shape and its share of the mix.
+
+    ``gpu_milli`` is the per-replica GPU request: a share (< 1000) of one device or ``k × 1000``
+    whole devices; 0 for a CPU-only shape. ``gpu_model`` is the allowed models (``A|B``; empty =
+    any). ``weight`` is the shape's probability among the typical shapes (they sum to 1).
+    """
+
+    cpu_milli: int
+    gpu_milli: int
+    gpu_model: str = ""
+    weight: float = 1.0
+
+    @property
+    def request(self) -> dict[str, int]:
+        """The per-replica request this shape stands for (zero entries left out)."""
+        return {k: v for k, v in ((CPU, self.cpu_milli), (GPU, self.gpu_milli)) if v}
+
+    @property
+    def shape(self) -> Shape:
+        """The grouping key, without the weight."""
+        return (self.cpu_milli, self.gpu_milli, self.gpu_model)
+
+
+def shape_of(workload: Workload) -> Shape:
+    """The FGD grouping key of one replica of ``workload``."""
+    models = "|".join(sorted(workload.gpu_models))
+    return (int(workload.request.get(CPU, 0)), int(workload.request.get(GPU, 0)), models)
+
+
+class TaskMix:
+    """Replica counts per task shape; ``typical()`` gives the shapes FGD measures against."""
+
+    __slots__ = ("_cache", "_counts", "_total")
+
+    def __init__(self) -> None:
+        self._counts: dict[Shape, int] = {}
+        self._total = 0
+        self._cache: dict[float, tuple[TaskType, ...]] = {}
+
+    def observe(self, workload: Workload) -> None:
+        """Count the workload's replicas under its shape."""
+        key = shape_of(workload)
+        self._counts[key] = self._counts.get(key, 0) + workload.replicas
+        self._total += workload.replicas
+        self._cache.clear()
+
+    def forget(self, workload: Workload) -> None:
+        """Undo one ``observe`` of ``workload`` (counts never go below zero)."""
+        key = shape_of(workload)
+        have = self._counts.get(key, 0)
+        take = min(have, workload.replicas)
+        if have - take:
+            self._counts[key] = have - take
+        else:
+            self._counts.pop(key, None)
+        self._total -= take
+        self._cache.clear()
+
+    @property
+    def total(self) -> int:
+        """Replicas observed."""
+        return self._total
+
+    def typical(self, coverage: float = 0.95) -> tuple[TaskType, ...]:
+        """The most common shapes until they cover ``coverage`` of the replicas seen.
+
+        Most common first (ties by shape, so the answer is deterministic); the shape that
+        crosses the coverage is included; weights renormalised to sum to 1. Empty when nothing
+        was observed.
+        """
+        found = self._cache.get(coverage)
+        if found is not None:
+            return found
+        ranked = sorted(self._counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        chosen: list[tuple[Shape, int]] = []
+        covered = 0
+        for key, count in ranked:
+            chosen.append((key, count))
+            covered += count
+            if covered >= coverage * self._total:
+                break
+        result = tuple(
+            TaskType(cpu, gpu, models, count / covered) for (cpu, gpu, models), count in chosen
+        )
+        self._cache[coverage] = result
+        return result
+
+    def copy(self) -> TaskMix:
+        """An independent copy."""
+        other = TaskMix()
+        other._counts = dict(self._counts)
+        other._total = self._total
+        return other
