@@ -1,10 +1,21 @@
 """Quota math as pure functions over a ``QuotaTree`` (DESIGN §2).
 
-``tree`` holds scopes and rolled-up usage; ``admission`` checks and decides an Admit;
-``reclaim`` finds victims; ``fair`` orders a batch. Imports only ``strata_policy.model`` and
-``strata_policy.errors``: quota sits below state in the import order.
+``tree`` holds scopes and rolled-up usage; ``check`` and ``admission`` check and decide an
+Admit; ``reclaim`` finds victims; ``fair`` orders a batch. Imports only ``strata_policy.model``
+and ``strata_policy.errors``: quota sits below state in the import order.
 """
 
+from strata_policy.quota.admission import decide_admit
+from strata_policy.quota.check import AdmitCheck, check_admit
+from strata_policy.quota.reclaim import FitsAfter, ReclaimPlan, find_victims
 from strata_policy.quota.tree import QuotaTree
 
-__all__ = ["QuotaTree"]
+__all__ = [
+    "AdmitCheck",
+    "FitsAfter",
+    "QuotaTree",
+    "ReclaimPlan",
+    "check_admit",
+    "decide_admit",
+    "find_victims",
+]
