@@ -1,0 +1,158 @@
+"""``strata-policy simulate``: replay traces through the engine and compare policies.
+
+The lead's ``strata_policy/cli.py`` calls ``register(subparsers)``; the parser it adds sets
+``handler`` to ``run``, which returns the process exit code (0 done, 2 bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from strata_policy.errors import InvalidArgument
+from strata_policy.simulate.arrivals import DEFAULT_TUNE
+from strata_policy.simulate.policies import DEFAULT_POLICIES, parse_policies
+from strata_policy.simulate.progress import Progress
+from strata_policy.simulate.protocol1 import Replay1Result
+from strata_policy.simulate.protocol2 import Replay2Result
+from strata_policy.simulate.report import (
+    plot1,
+    plot2,
+    summarise,
+    table1,
+    table2,
+    write_csv1,
+    write_csv2,
+)
+from strata_policy.simulate.sweep import Replay, ReplayJob, executor_for, run_sweep
+
+EPILOG = """examples:
+  strata-policy simulate ../shared/data/openb --seeds 42-51 --jobs 2 --plot alloc.png
+  strata-policy simulate ../shared/data/openb --policies RANDOM,FRAGMENTATION_AWARE --seeds 42
+  strata-policy simulate cluster.json --protocol 2 --scopes scopes.json --csv timeline.csv
+  strata-policy simulate ../shared/data/openb --dask tcp://scheduler:8786 --seeds 42-51
+policies: any of FIRST_FIT BEST_FIT LEAST_ALLOCATED MOST_ALLOCATED BALANCED_ALLOCATION
+  DOT_PRODUCT FRAGMENTATION_AWARE RANDOM, plus BEST_FIT:paper and FRAGMENTATION_AWARE:paper
+  (the FGD paper's formulas); see docs/simulation.md."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]  # argparse's private generic
+    """Add the ``simulate`` subcommand and its handler."""
+    p = subparsers.add_parser(
+        "simulate",
+        help="replay a trace through the engine and compare placement policies",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "traces",
+        nargs="+",
+        type=Path,
+        metavar="TRACE",
+        help="an openb folder, an openb pod list CSV, or a JSON trace of ours",
+    )
+    p.add_argument(
+        "--nodes",
+        type=Path,
+        default=None,
+        help="openb node list (default: openb_node_list_gpu_node.csv beside the pods)",
+    )
+    p.add_argument(
+        "--protocol",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="1: the FGD paper's arrivals-only replay; 2: the trace's own clock",
+    )
+    p.add_argument("--policies", default=DEFAULT_POLICIES, help="comma-separated policies")
+    p.add_argument("--seeds", default="42", help="e.g. 42, 42-51 or 42,45")
+    p.add_argument(
+        "--tune",
+        type=float,
+        default=DEFAULT_TUNE,
+        help="protocol 1: arrived GPUs as a share of the cluster's (default 1.3)",
+    )
+    p.add_argument("--scopes", type=Path, default=None, help="protocol 2: a JSON scope file")
+    p.add_argument("--head", type=int, default=0, help="replay only the first N workloads")
+    p.add_argument("--jobs", type=int, default=1, help="local worker processes")
+    p.add_argument(
+        "--dask",
+        default="",
+        metavar="ADDRESS",
+        help="run the replays on a Dask scheduler, e.g. tcp://host:8786",
+    )
+    p.add_argument("--csv", type=Path, default=None, help="write per-replay figures here")
+    p.add_argument("--plot", type=Path, default=None, help="write a PNG plot here (matplotlib)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(handler=run)
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``42``, ``42-51`` (inclusive) or ``42,45,50-51`` into seeds, order kept."""
+    seeds: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        low, dash, high = part.partition("-")
+        try:
+            first, last = int(low), int(high) if dash else int(low)
+        except ValueError:
+            raise InvalidArgument.one("seeds", f"bad seed range {part!r}") from None
+        if last < first:
+            raise InvalidArgument.one("seeds", f"empty seed range {part!r}")
+        seeds.extend(range(first, last + 1))
+    if not seeds:
+        raise InvalidArgument.one("seeds", "no seed given")
+    return tuple(dict.fromkeys(seeds))
+
+
+def build_jobs(args: argparse.Namespace) -> list[ReplayJob]:
+    """Every (trace, policy, seed) replay the arguments ask for, in table order."""
+    policies = parse_policies(args.policies)
+    seeds = parse_seeds(args.seeds)
+    for trace in args.traces:
+        if not trace.exists():
+            raise InvalidArgument.one("traces", f"no such file or folder: {trace}")
+    return [
+        ReplayJob(
+            trace_path=str(trace.resolve()),
+            policy=policy,
+            seed=seed,
+            protocol=args.protocol,
+            node_csv=str(args.nodes.resolve()) if args.nodes else "",
+            scopes_path=str(args.scopes.resolve()) if args.scopes else "",
+            tune=args.tune,
+            head=args.head,
+        )
+        for trace in args.traces
+        for policy in policies
+        for seed in seeds
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the sweep, print the table, write the CSV and plot when asked."""
+    try:
+        jobs = build_jobs(args)
+    except InvalidArgument as exc:
+        print(f"strata-policy simulate: {exc}", file=sys.stderr)
+        return 2
+    progress = Progress(len(jobs), enabled=not args.no_progress)
+    with executor_for(args.jobs, args.dask) as executor:
+        results: list[Replay] = run_sweep(jobs, executor, progress)
+    if args.protocol == 1:
+        ones = [r for r in results if isinstance(r, Replay1Result)]
+        summaries = summarise(ones)
+        print(table1(summaries))
+        if args.csv:
+            write_csv1(args.csv, ones)
+        if args.plot:
+            plot1(args.plot, summaries)
+    else:
+        twos = [r for r in results if isinstance(r, Replay2Result)]
+        print(table2(twos))
+        if args.csv:
+            write_csv2(args.csv, twos)
+        if args.plot:
+            plot2(args.plot, twos)
+    return 0
