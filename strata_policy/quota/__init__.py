@@ -7,6 +7,7 @@ and ``strata_policy.errors``: quota sits below state in the import order.
 
 from strata_policy.quota.admission import decide_admit
 from strata_policy.quota.check import AdmitCheck, check_admit
+from strata_policy.quota.fair import batch_order
 from strata_policy.quota.reclaim import FitsAfter, ReclaimPlan, find_victims
 from strata_policy.quota.tree import QuotaTree
 
@@ -15,6 +16,7 @@ __all__ = [
     "FitsAfter",
     "QuotaTree",
     "ReclaimPlan",
+    "batch_order",
     "check_admit",
     "decide_admit",
     "find_victims",
