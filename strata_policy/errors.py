@@ -8,7 +8,8 @@
     ├── GenerationConflict           expected, actual
     ├── SizeLimitExceeded            limit, value, maximum
     ├── Unauthenticated
-    └── PermissionDenied             cluster_id
+    ├── PermissionDenied             cluster_id
+    └── InternalError                a bug: logged with its traceback, answered as INTERNAL
 
 ``strata_policy.service.status`` maps every class to a gRPC status code in one table, with
 ``google.rpc.ErrorInfo`` (domain ``strata.policy.v1``) and, for ``InvalidArgument``,
@@ -113,3 +114,9 @@ class PermissionDenied(StrataError):
     def __init__(self, message: str, cluster_id: str = "") -> None:
         self.cluster_id = cluster_id
         super().__init__(message, metadata={"cluster_id": cluster_id})
+
+
+class InternalError(StrataError):
+    """An unexpected failure inside the engine; the transaction was rolled back."""
+
+    reason = "INTERNAL"

@@ -1,0 +1,143 @@
+"""``strata-policy``: ``serve`` the engine, operate it with ``ctl``, replay traces (``simulate``).
+
+Every ``serve`` flag has a ``STRATA_*`` environment variable (``--address`` ↔
+``STRATA_ADDRESS``); a flag wins over the variable. ``ctl`` talks to a running server over gRPC
+and prints readable tables, or the raw response with ``--output json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from strata_policy.ctl import commands
+from strata_policy.service.server import ServerConfig, serve
+from strata_policy.state.store import Limits
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(f"STRATA_{name.upper()}", default)
+
+
+def configure_logging(level: str, fmt: str) -> None:
+    """structlog: one JSON object per line (``json``) or coloured key=value (``console``)."""
+    import logging  # noqa: PLC0415  # only the server configures logging
+
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            getattr(logging, level.upper(), logging.INFO)
+        ),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("serve", help="run the gRPC server (in memory unless --state-dir)")
+    d = ServerConfig()
+    lim = Limits()
+    p.add_argument("--address", default=_env("address", d.address), help="host:port to listen on")
+    p.add_argument("--workers", type=int, default=int(_env("workers", str(d.workers))))
+    p.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=int(_env("max_message_bytes", str(d.max_message_bytes))),
+    )
+    p.add_argument(
+        "--max-concurrent-rpcs",
+        type=int,
+        default=int(_env("max_concurrent_rpcs", str(d.max_concurrent_rpcs))),
+    )
+    p.add_argument("--log-level", default=_env("log_level", "info"))
+    p.add_argument("--log-format", choices=("json", "console"), default=_env("log_format", "json"))
+    p.add_argument("--drain-seconds", type=float, default=float(_env("drain_seconds", "0")))
+    p.add_argument("--tls-cert", default=_env("tls_cert", ""))
+    p.add_argument("--tls-key", default=_env("tls_key", ""))
+    p.add_argument("--tls-client-ca", default=_env("tls_client_ca", ""), help="mutual TLS")
+    p.add_argument("--token-file", default=_env("token_file", ""), help="bearer tokens (YAML/JSON)")
+    p.add_argument("--state-dir", default=_env("state_dir", ""), help="durable state (SQLite)")
+    p.add_argument("--metrics-address", default=_env("metrics_address", ""), help="host:port")
+    for name in ("max_clusters", "max_nodes", "max_scopes", "max_workloads", "max_batch"):
+        flag = "--" + name.replace("_", "-")
+        p.add_argument(flag, type=int, default=int(_env(name, str(getattr(lim, name)))))
+    p.set_defaults(handler=_run_serve)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level, args.log_format)
+    config = ServerConfig(
+        address=args.address,
+        workers=args.workers,
+        max_message_bytes=args.max_message_bytes,
+        max_concurrent_rpcs=args.max_concurrent_rpcs,
+        drain_seconds=args.drain_seconds,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
+        token_file=args.token_file,
+        state_dir=args.state_dir,
+        metrics_address=args.metrics_address,
+        limits=Limits(
+            max_clusters=args.max_clusters,
+            max_nodes=args.max_nodes,
+            max_scopes=args.max_scopes,
+            max_workloads=args.max_workloads,
+            max_batch=args.max_batch,
+        ),
+    )
+    return serve(config)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line."""
+    parser = argparse.ArgumentParser(prog="strata-policy", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _serve_parser(sub)
+    commands.register(sub)
+    try:
+        from strata_policy.simulate.cli import register as register_simulate  # noqa: PLC0415
+    except ImportError:  # the simulator's optional extras are missing
+        pass
+    else:
+        register_simulate(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``strata-policy`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    return code
+
+
+def dump(data: object) -> None:
+    """Print JSON (``--output json``)."""
+    json.dump(data, sys.stdout, indent=2, sort_keys=False)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,385 @@
+"""The use cases: snapshot → policy → commit, with logs, idempotency and the journal.
+
+``Engine`` is also the public in-process API (the simulator, notebooks and embedders use it)::
+
+    from strata_policy.engine import Engine
+    from strata_policy.testing import node, scope, snapshot, workload
+
+    engine = Engine()
+    engine.push_snapshot("prod", snapshot([node("node-1", gpus=8), node("node-2", gpus=8)],
+                                          [scope("team-a")]))
+    result = engine.place("prod", [workload("job-1", "team-a", cpu=4, gpu_milli=8000, replicas=2,
+                                            spread_key="kubernetes.io/hostname")])
+    result.results[0].placements  # (Placement('node-1', (0..7)), Placement('node-2', (0..7)))
+
+Every call takes the cluster's lock, checks ``expected_generation``, replays a remembered answer
+for a repeated ``request_id``, computes on the live state inside a transaction (policies are pure
+functions of that state), then either rolls back (``dry_run``, or an error) or commits: the
+generation grows by one, the change goes to the journal before the call returns.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
+
+import structlog
+
+from strata_policy.errors import ClusterNotFound, GenerationConflict, InvalidArgument
+from strata_policy.model import (
+    BatchResult,
+    ClusterInfo,
+    Order,
+    ReclaimResult,
+    ReleaseResult,
+    Snapshot,
+    Workload,
+)
+from strata_policy.policy.placement import PlacementOptions
+from strata_policy.state import validate
+from strata_policy.state.changes import Change, ChangeKind, Delta, apply_delta
+from strata_policy.state.cluster import ClusterState, Transaction
+from strata_policy.state.store import Limits, Store
+from strata_policy.usecases import batch, reclaim
+
+log = structlog.get_logger("strata.engine")
+T = TypeVar("T")
+
+
+class Journal(Protocol):
+    """Where committed changes go before a call answers (``state.durable.SqliteJournal``)."""
+
+    def append(self, change: Change) -> None:
+        """Persist one committed change durably."""
+
+    def wants_checkpoint(self, cluster_id: str, generation: int) -> bool:
+        """Whether to write a whole snapshot now."""
+
+    def checkpoint(self, cluster_id: str, generation: int, snapshot: Snapshot) -> None:
+        """Persist a whole snapshot at a generation."""
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the epoch: the default clock."""
+    return time.time_ns() // 1_000_000
+
+
+class Engine:
+    """Clusters in memory (and in a journal, when given); see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        limits: Limits | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        journal: Journal | None = None,
+    ) -> None:
+        self.store = Store(limits)
+        self.limits = self.store.limits
+        self.clock = clock
+        self.journal = journal
+
+    # --- snapshots -----------------------------------------------------------------------
+
+    def push_snapshot(
+        self,
+        cluster_id: str,
+        snapshot: Snapshot,
+        *,
+        dry_run: bool = False,
+        expected_generation: int = 0,
+        request_id: str = "",
+    ) -> int:
+        """Replace (or create) a cluster's whole state; returns the new generation."""
+        _cluster_id(cluster_id)
+        self.limits.check_sizes(len(snapshot.nodes), len(snapshot.scopes), len(snapshot.workloads))
+        with self.store.slot(cluster_id) as slot:
+            remembered = self.store.answer(cluster_id, "push", request_id)
+            if isinstance(remembered, int):
+                return remembered
+            current = slot.state.generation if slot.state else 0
+            _check_generation(cluster_id, expected_generation, current)
+            if slot.state is None:
+                self.store.check_new_cluster(cluster_id)
+            validate.check(validate.snapshot_shape(snapshot))
+            mix = slot.state.task_mix if slot.state else None
+            state = ClusterState.build(cluster_id, snapshot, current + 1, mix)
+            if dry_run:
+                return current
+            slot.state = state
+            self._journal(
+                Change(cluster_id, state.generation, ChangeKind.PUSH, snapshot=snapshot), state
+            )
+            self.store.remember(cluster_id, "push", request_id, state.generation)
+            log.info(
+                "snapshot pushed",
+                cluster_id=cluster_id,
+                generation=state.generation,
+                nodes=len(snapshot.nodes),
+                scopes=len(snapshot.scopes),
+                workloads=len(snapshot.workloads),
+            )
+            return state.generation
+
+    def update_snapshot(
+        self,
+        cluster_id: str,
+        delta: Delta,
+        *,
+        dry_run: bool = False,
+        expected_generation: int = 0,
+        request_id: str = "",
+    ) -> int:
+        """Apply a delta (removals, then upserts) and rebuild the dense state once."""
+        with self.store.slot(cluster_id) as slot:
+            remembered = self.store.answer(cluster_id, "update", request_id)
+            if isinstance(remembered, int):
+                return remembered
+            state = slot.require(cluster_id)
+            _check_generation(cluster_id, expected_generation, state.generation)
+            new = self._apply_delta(state, delta)
+            if dry_run or delta.empty:
+                return state.generation
+            slot.state = new
+            self._journal(Change(cluster_id, new.generation, ChangeKind.DELTA, delta=delta), new)
+            self.store.remember(cluster_id, "update", request_id, new.generation)
+            return new.generation
+
+    def delete_cluster(
+        self, cluster_id: str, *, expected_generation: int = 0, request_id: str = ""
+    ) -> int:
+        """Forget a cluster; returns the generation it had."""
+        with self.store.slot(cluster_id) as slot:
+            remembered = self.store.answer(cluster_id, "delete", request_id)
+            if isinstance(remembered, int):
+                return remembered
+            state = slot.require(cluster_id)
+            _check_generation(cluster_id, expected_generation, state.generation)
+            slot.state = None
+            self.store.forget_cluster(cluster_id)
+            if self.journal is not None:
+                self.journal.append(Change(cluster_id, state.generation, ChangeKind.DELETE))
+            self.store.remember(cluster_id, "delete", request_id, state.generation)
+            log.info("cluster deleted", cluster_id=cluster_id, generation=state.generation)
+            return state.generation
+
+    def get_cluster(self, cluster_id: str) -> ClusterInfo:
+        """Generation, counts, the scope tree with usage, and capacity/allocation totals."""
+        with self.store.slot(cluster_id) as slot:
+            state = slot.require(cluster_id)
+            return ClusterInfo(
+                generation=state.generation,
+                node_count=len(state.nodes),
+                scope_count=len(state.scopes),
+                workload_count=len(state.workloads),
+                scopes=state.tree.statuses(state.workload_counts()),
+                capacity=dict(state.capacity),
+                allocated=state.matrix.total_allocated(),
+            )
+
+    def snapshot(self, cluster_id: str) -> tuple[int, Snapshot]:
+        """The generation and the whole snapshot (what PushSnapshot would recreate)."""
+        with self.store.slot(cluster_id) as slot:
+            state = slot.require(cluster_id)
+            return state.generation, state.snapshot()
+
+    def cluster_ids(self) -> list[str]:
+        """The clusters this engine holds."""
+        return self.store.cluster_ids()
+
+    def clusters(self) -> list[tuple[str, ClusterInfo]]:
+        """Every cluster's info (for metrics); clusters deleted meanwhile are skipped."""
+        out = []
+        for cid in self.cluster_ids():
+            try:
+                out.append((cid, self.get_cluster(cid)))
+            except ClusterNotFound:  # deleted between listing and reading
+                continue
+        return out
+
+    # --- decisions -----------------------------------------------------------------------
+
+    def admit(
+        self,
+        cluster_id: str,
+        workloads: Sequence[Workload],
+        *,
+        order: Order = Order.FIFO,
+        dry_run: bool = False,
+        expected_generation: int = 0,
+        request_id: str = "",
+        now_ms: int = 0,
+    ) -> BatchResult:
+        """Quota decisions for a batch (DESIGN §2); admitted ones hold quota, not nodes."""
+        self.limits.check_batch(len(workloads))
+        return self._mutate(
+            cluster_id,
+            "admit",
+            request_id,
+            expected_generation,
+            dry_run,
+            lambda state, txn: batch.admit(state, workloads, order, now_ms or self.clock()),
+        )
+
+    def place(
+        self,
+        cluster_id: str,
+        workloads: Sequence[Workload] = (),
+        workload_ids: Sequence[str] = (),
+        *,
+        order: Order = Order.FIFO,
+        options: PlacementOptions | None = None,
+        dry_run: bool = False,
+        expected_generation: int = 0,
+        request_id: str = "",
+        now_ms: int = 0,
+    ) -> BatchResult:
+        """Admit-and-place inline workloads, and place admitted ones by id (DESIGN §3)."""
+        self.limits.check_batch(len(workloads) + len(workload_ids))
+        opts = options or PlacementOptions()
+        return self._mutate(
+            cluster_id,
+            "place",
+            request_id,
+            expected_generation,
+            dry_run,
+            lambda state, txn: batch.place(
+                state, txn, workloads, workload_ids, order, opts, now_ms or self.clock()
+            ),
+        )
+
+    def release(
+        self,
+        cluster_id: str,
+        workload_ids: Sequence[str],
+        *,
+        dry_run: bool = False,
+        expected_generation: int = 0,
+        request_id: str = "",
+    ) -> ReleaseResult:
+        """Free workloads; unknown ids are listed as not found (idempotent)."""
+        self.limits.check_batch(len(workload_ids))
+        return self._mutate(
+            cluster_id,
+            "release",
+            request_id,
+            expected_generation,
+            dry_run,
+            lambda state, txn: batch.release(state, workload_ids),
+        )
+
+    def reclaim(
+        self,
+        cluster_id: str,
+        workload: Workload,
+        *,
+        require_placement: bool = False,
+        options: PlacementOptions | None = None,
+        dry_run: bool = False,
+        expected_generation: int = 0,
+        request_id: str = "",
+        now_ms: int = 0,
+    ) -> ReclaimResult:
+        """Victims for a pending workload; committed: evict, admit (and place) atomically."""
+        opts = options or PlacementOptions()
+        return self._mutate(
+            cluster_id,
+            "reclaim",
+            request_id,
+            expected_generation,
+            dry_run,
+            lambda state, txn: reclaim.reclaim(
+                state, txn, workload, require_placement, opts, now_ms or self.clock(), dry_run
+            ),
+        )
+
+    # --- replay --------------------------------------------------------------------------
+
+    def restore(self, change: Change) -> None:
+        """Apply a journaled change as it was committed (start-up recovery; no journaling)."""
+        with self.store.slot(change.cluster_id) as slot:
+            if change.kind is ChangeKind.DELETE:
+                slot.state = None
+            elif change.kind is ChangeKind.PUSH and change.snapshot is not None:
+                slot.state = ClusterState.build(
+                    change.cluster_id, change.snapshot, change.generation
+                )
+            elif change.delta is not None:
+                state = slot.require(change.cluster_id)
+                new = self._apply_delta(state, change.delta)
+                new.generation = change.generation
+                slot.state = new
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _mutate(
+        self,
+        cluster_id: str,
+        method: str,
+        request_id: str,
+        expected_generation: int,
+        dry_run: bool,
+        compute: Callable[[ClusterState, Transaction], Callable[[int], T]],
+    ) -> T:
+        """Run ``compute`` in a transaction; roll back for a dry run, commit otherwise.
+
+        ``compute`` changes the state and returns a function of the resulting generation that
+        builds the answer (results carry the generation).
+        """
+        _cluster_id(cluster_id)
+        with self.store.slot(cluster_id) as slot:
+            remembered = self.store.answer(cluster_id, method, request_id)
+            if remembered is not None:
+                return remembered  # type: ignore[return-value]  # the answer this method stored
+            state = slot.require(cluster_id)
+            _check_generation(cluster_id, expected_generation, state.generation)
+            with state.transaction() as txn:
+                finish = compute(state, txn)
+                if dry_run or not txn.changed:
+                    txn.rollback()
+                    answer = finish(state.generation)
+                else:
+                    delta = _workload_delta(state)
+                    state.generation += 1
+                    for rw in delta.upsert_workloads:
+                        state.task_mix.observe(rw.workload)
+                    self._journal(
+                        Change(cluster_id, state.generation, ChangeKind.DELTA, delta=delta), state
+                    )
+                    answer = finish(state.generation)
+            self.store.remember(cluster_id, method, request_id, answer)
+            return answer
+
+    def _apply_delta(self, state: ClusterState, delta: Delta) -> ClusterState:
+        snap, violations = apply_delta(state.snapshot(), delta)
+        self.limits.check_sizes(len(snap.nodes), len(snap.scopes), len(snap.workloads))
+        validate.check(violations + validate.snapshot_shape(snap))
+        return ClusterState.build(state.cluster_id, snap, state.generation + 1, state.task_mix)
+
+    def _journal(self, change: Change, state: ClusterState) -> None:
+        if self.journal is None:
+            return
+        self.journal.append(change)
+        if self.journal.wants_checkpoint(change.cluster_id, change.generation):
+            self.journal.checkpoint(change.cluster_id, change.generation, state.snapshot())
+
+
+def _workload_delta(state: ClusterState) -> Delta:
+    """What the open transaction changed, as a delta of workload upserts and removals."""
+    gone = state.touched - state.created
+    removed = tuple(sorted(w for w in gone if w not in state.workloads))
+    upserts = tuple(state.workloads[w] for w in state.snapshot_order(state.touched))
+    return Delta(upsert_workloads=upserts, remove_workload_ids=removed)
+
+
+def _cluster_id(cluster_id: str) -> None:
+    if not cluster_id:
+        raise InvalidArgument.one("cluster_id", "must not be empty")
+
+
+def _check_generation(cluster_id: str, expected: int, actual: int) -> None:
+    if expected < 0:
+        raise InvalidArgument.one("expected_generation", "must not be negative")
+    if expected and expected != actual:
+        raise GenerationConflict(cluster_id, expected, actual)

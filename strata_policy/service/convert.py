@@ -1,0 +1,273 @@
+"""Explicit conversions between the wire (``strata.policy.v1``) and the domain (``model``).
+
+``*_from_proto`` build domain values from request messages (defaults applied: replicas 0 → 1,
+weight 0 → 1, preemptible absent → true); ``*_to_proto`` fill response messages. Nothing here
+validates beyond what the wire cannot express: validation is the engine's, so embedded and remote
+callers get the same answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from strata.policy.v1 import policy_service_pb2 as svc
+from strata.policy.v1 import types_pb2 as pb
+from strata_policy.policy.placement import PlacementOptions
+
+from strata_policy import model
+from strata_policy.state.changes import Delta
+from strata_policy.state.taskmix import TaskType
+
+ORDERS = {
+    pb.ORDER_UNSPECIFIED: model.Order.FIFO,
+    pb.ORDER_FIFO: model.Order.FIFO,
+    pb.ORDER_PRIORITY: model.Order.PRIORITY,
+    pb.ORDER_FAIR: model.Order.FAIR,
+}
+POLICIES = {
+    pb.POLICY_UNSPECIFIED: model.Policy.LEAST_ALLOCATED,
+    **{getattr(pb, f"POLICY_{p.value}"): p for p in model.Policy},
+}
+DECISIONS = {d: getattr(pb, f"DECISION_{d.value}") for d in model.Decision}
+VICTIM_REASONS = {r: getattr(pb, f"VICTIM_REASON_{r.value}") for r in model.VictimReason}
+
+
+# --- from the wire ---------------------------------------------------------------------------
+
+
+def node_from_proto(m: pb.Node) -> model.Node:
+    """A node."""
+    return model.Node(
+        id=m.id,
+        capacity=dict(m.capacity),
+        labels=dict(m.labels),
+        unschedulable=m.unschedulable,
+        gpu_model=m.gpu_model,
+    )
+
+
+def scope_from_proto(m: pb.Scope) -> model.Scope:
+    """A scope; weight 0 (unset) means 1."""
+    return model.Scope(
+        id=m.id,
+        parent_id=m.parent_id,
+        kind=m.kind,
+        guarantee=dict(m.guarantee),
+        limit=dict(m.limit),
+        weight=m.weight if m.weight != 0 else 1.0,
+    )
+
+
+def workload_from_proto(m: pb.Workload) -> model.Workload:
+    """A workload; replicas 0 (unset) means 1, preemptible absent means true."""
+    return model.Workload(
+        id=m.id,
+        scope_id=m.scope_id,
+        request=dict(m.request),
+        replicas=m.replicas if m.replicas != 0 else 1,
+        priority=m.priority,
+        preemptible=m.preemptible if m.HasField("preemptible") else True,
+        node_selector=dict(m.node_selector),
+        gpu_model=m.gpu_model,
+        spread_key=m.spread.topology_key,
+        queued_at_ms=m.queued_at_ms,
+    )
+
+
+def placement_from_proto(m: pb.Placement) -> model.Placement:
+    """One replica's placement."""
+    return model.Placement(node_id=m.node_id, gpu_devices=tuple(m.gpu_devices))
+
+
+def running_from_proto(m: pb.RunningWorkload) -> model.RunningWorkload:
+    """A running workload with its placements."""
+    return model.RunningWorkload(
+        workload=workload_from_proto(m.workload),
+        placements=tuple(placement_from_proto(p) for p in m.placements),
+        admitted_at_ms=m.admitted_at_ms,
+    )
+
+
+def snapshot_from_proto(m: pb.Snapshot) -> model.Snapshot:
+    """A whole snapshot."""
+    return model.Snapshot(
+        nodes=tuple(node_from_proto(n) for n in m.nodes),
+        scopes=tuple(scope_from_proto(s) for s in m.scopes),
+        workloads=tuple(running_from_proto(w) for w in m.workloads),
+    )
+
+
+def delta_from_proto(m: svc.UpdateSnapshotRequest) -> Delta:
+    """An UpdateSnapshot request's delta."""
+    return Delta(
+        upsert_nodes=tuple(node_from_proto(n) for n in m.upsert_nodes),
+        remove_node_ids=tuple(m.remove_node_ids),
+        upsert_scopes=tuple(scope_from_proto(s) for s in m.upsert_scopes),
+        remove_scope_ids=tuple(m.remove_scope_ids),
+        upsert_workloads=tuple(running_from_proto(w) for w in m.upsert_workloads),
+        remove_workload_ids=tuple(m.remove_workload_ids),
+    )
+
+
+def options_from_proto(
+    policy: int,
+    weights: Mapping[str, float],
+    seed: int,
+    fragmentation: pb.FragmentationOptions | None = None,
+) -> PlacementOptions:
+    """Placement options from a Place or Reclaim request."""
+    task_types: tuple[TaskType, ...] = ()
+    coverage = 0.95
+    if fragmentation is not None:
+        task_types = tuple(
+            TaskType(
+                cpu_milli=t.request.get("cpu", 0),
+                gpu_milli=t.request.get("gpu", 0),
+                gpu_model=t.gpu_model,
+                weight=t.weight or 1.0,
+            )
+            for t in fragmentation.task_types
+        )
+        coverage = fragmentation.coverage or 0.95
+    return PlacementOptions(
+        policy=POLICIES.get(policy, model.Policy.LEAST_ALLOCATED),
+        resource_weights=dict(weights),
+        seed=seed,
+        task_types=task_types,
+        coverage=coverage,
+    )
+
+
+# --- to the wire -----------------------------------------------------------------------------
+
+
+def node_to_proto(n: model.Node) -> pb.Node:
+    """A node."""
+    return pb.Node(
+        id=n.id,
+        capacity=n.capacity,
+        labels=n.labels,
+        unschedulable=n.unschedulable,
+        gpu_model=n.gpu_model,
+    )
+
+
+def scope_to_proto(s: model.Scope) -> pb.Scope:
+    """A scope."""
+    return pb.Scope(
+        id=s.id,
+        parent_id=s.parent_id,
+        kind=s.kind,
+        guarantee=s.guarantee,
+        limit=s.limit,
+        weight=s.weight,
+    )
+
+
+def workload_to_proto(w: model.Workload) -> pb.Workload:
+    """A workload (preemptible always present on output)."""
+    return pb.Workload(
+        id=w.id,
+        scope_id=w.scope_id,
+        request=w.request,
+        replicas=w.replicas,
+        priority=w.priority,
+        preemptible=w.preemptible,
+        node_selector=w.node_selector,
+        gpu_model=w.gpu_model,
+        spread=pb.Spread(topology_key=w.spread_key) if w.spread_key else None,
+        queued_at_ms=w.queued_at_ms,
+    )
+
+
+def placements_to_proto(placements: Iterable[model.Placement]) -> list[pb.Placement]:
+    """Placements per replica."""
+    return [pb.Placement(node_id=p.node_id, gpu_devices=p.gpu_devices) for p in placements]
+
+
+def snapshot_to_proto(s: model.Snapshot) -> pb.Snapshot:
+    """A whole snapshot."""
+    return pb.Snapshot(
+        nodes=[node_to_proto(n) for n in s.nodes],
+        scopes=[scope_to_proto(x) for x in s.scopes],
+        workloads=[
+            pb.RunningWorkload(
+                workload=workload_to_proto(rw.workload),
+                placements=placements_to_proto(rw.placements),
+                admitted_at_ms=rw.admitted_at_ms,
+            )
+            for rw in s.workloads
+        ],
+    )
+
+
+def reason_to_proto(r: model.Reason) -> pb.Reason:
+    """One reason."""
+    return pb.Reason(
+        code=str(r.code),
+        message=r.message,
+        scope_id=r.scope_id,
+        resource=r.resource,
+        usage=r.usage,
+        limit=r.limit,
+        request=r.request,
+        available=r.available,
+        node_counts=r.node_counts,
+    )
+
+
+def victim_to_proto(v: model.Victim) -> pb.Victim:
+    """One victim."""
+    return pb.Victim(
+        workload_id=v.workload_id,
+        scope_id=v.scope_id,
+        reason=VICTIM_REASONS[v.reason],
+        freed=v.freed,
+        priority=v.priority,
+    )
+
+
+def result_to_proto(r: model.WorkloadResult) -> pb.WorkloadResult:
+    """One workload's decision."""
+    return pb.WorkloadResult(
+        workload_id=r.workload_id,
+        decision=DECISIONS[r.decision],
+        placements=placements_to_proto(r.placements),
+        reasons=[reason_to_proto(x) for x in r.reasons],
+        borrowed=r.borrowed,
+        victims=[victim_to_proto(v) for v in r.victims],
+        score=r.score,
+        explanation=r.explanation,
+    )
+
+
+def scope_status_to_proto(s: model.ScopeStatus) -> pb.ScopeStatus:
+    """A scope's status."""
+    return pb.ScopeStatus(
+        id=s.id,
+        parent_id=s.parent_id,
+        kind=s.kind,
+        usage=s.usage,
+        guarantee=s.guarantee,
+        limit=s.limit,
+        borrowed=s.borrowed,
+        weight=s.weight,
+        at_limit=s.at_limit,
+        workload_count=s.workload_count,
+    )
+
+
+def cluster_to_proto(
+    info: model.ClusterInfo, snapshot: model.Snapshot | None = None
+) -> svc.GetClusterResponse:
+    """GetCluster's answer."""
+    return svc.GetClusterResponse(
+        generation=info.generation,
+        node_count=info.node_count,
+        scope_count=info.scope_count,
+        workload_count=info.workload_count,
+        scopes=[scope_status_to_proto(s) for s in info.scopes],
+        capacity=info.capacity,
+        allocated=info.allocated,
+        snapshot=snapshot_to_proto(snapshot) if snapshot is not None else None,
+    )

@@ -1,0 +1,92 @@
+"""Server interceptors: one structured log line (and metrics) per RPC.
+
+The log line carries method, cluster_id, request_id, generation (from the response), status code
+and duration_ms. Interceptors wrap the method handler so they see the deserialized request and
+the response, not only the method name.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import grpc
+import structlog
+
+log = structlog.get_logger("strata.rpc")
+
+
+class RpcObserver(Protocol):
+    """Receives one call per finished RPC (``service.metrics.Metrics`` implements it)."""
+
+    def observe_rpc(self, method: str, code: str, seconds: float) -> None:
+        """Count one finished RPC."""
+
+
+def wrap_unary(
+    handler: grpc.RpcMethodHandler[Any, Any] | None,
+    behaviour: Callable[
+        [Callable[[Any, grpc.ServicerContext], Any]], Callable[[Any, grpc.ServicerContext], Any]
+    ],
+) -> grpc.RpcMethodHandler[Any, Any] | None:
+    """A copy of a unary-unary handler whose behaviour is wrapped; other kinds pass through."""
+    if handler is None or handler.unary_unary is None:
+        return handler
+    return grpc.unary_unary_rpc_method_handler(
+        behaviour(handler.unary_unary),
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+
+
+class LoggingInterceptor(grpc.ServerInterceptor[Any, Any]):
+    """Logs every PolicyService RPC as one line; feeds the optional observer."""
+
+    def __init__(self, observer: RpcObserver | None = None) -> None:
+        self.observer = observer
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        method: str = handler_call_details.method
+        handler = continuation(handler_call_details)
+        if not method.startswith("/strata."):
+            return handler
+        short = method.rsplit("/", 1)[-1]
+
+        def behaviour(
+            inner: Callable[[Any, grpc.ServicerContext], Any],
+        ) -> Callable[[Any, grpc.ServicerContext], Any]:
+            def call(request: Any, context: grpc.ServicerContext) -> Any:
+                start = time.perf_counter()
+                code = grpc.StatusCode.OK
+                response = None
+                try:
+                    response = inner(request, context)
+                    return response
+                except Exception:
+                    code = context.code() or grpc.StatusCode.UNKNOWN  # type: ignore[attr-defined]  # set by abort
+                    if code is grpc.StatusCode.UNKNOWN:
+                        log.exception("rpc failed", method=short)
+                        code = grpc.StatusCode.INTERNAL
+                    raise
+                finally:
+                    seconds = time.perf_counter() - start
+                    log.info(
+                        "rpc",
+                        method=short,
+                        cluster_id=getattr(request, "cluster_id", ""),
+                        request_id=getattr(request, "request_id", ""),
+                        generation=getattr(response, "generation", None),
+                        code=code.name,
+                        duration_ms=round(seconds * 1000, 3),
+                    )
+                    if self.observer is not None:
+                        self.observer.observe_rpc(short, code.name, seconds)
+
+            return call
+
+        return wrap_unary(handler, behaviour)

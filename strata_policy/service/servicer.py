@@ -1,0 +1,179 @@
+"""The PolicyService servicer: convert the request, call the engine, convert the answer.
+
+Nothing else happens here (STYLE habit 5): validation and decisions are the engine's, and errors
+become statuses through ``status.abort``'s one table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import TypeVar
+
+import grpc
+import structlog
+from strata.policy.v1 import policy_service_pb2 as svc
+from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
+
+from strata_policy.engine import Engine
+from strata_policy.errors import InternalError, StrataError
+from strata_policy.model import Order
+from strata_policy.service import convert as c
+from strata_policy.service.status import abort
+
+log = structlog.get_logger("strata.service")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Handler = Callable[["PolicyServicer", Req, grpc.ServicerContext], Resp]
+
+
+def _errors_to_status(fn: Handler[Req, Resp]) -> Handler[Req, Resp]:
+    @wraps(fn)
+    def handler(self: PolicyServicer, request: Req, context: grpc.ServicerContext) -> Resp:
+        try:
+            return fn(self, request, context)
+        except StrataError as exc:
+            abort(context, exc)
+        except Exception as exc:
+            log.exception("unexpected error", method=fn.__name__)
+            abort(context, InternalError(f"{type(exc).__name__}: {exc}"))
+
+    return handler
+
+
+class PolicyServicer(svc_grpc.PolicyServiceServicer):
+    """Translates each RPC to one ``Engine`` call."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @_errors_to_status
+    def PushSnapshot(
+        self, request: svc.PushSnapshotRequest, context: grpc.ServicerContext
+    ) -> svc.PushSnapshotResponse:
+        snapshot = c.snapshot_from_proto(request.snapshot)
+        generation = self.engine.push_snapshot(
+            request.cluster_id,
+            snapshot,
+            dry_run=request.dry_run,
+            expected_generation=request.expected_generation,
+            request_id=request.request_id,
+        )
+        return svc.PushSnapshotResponse(
+            generation=generation,
+            node_count=len(snapshot.nodes),
+            scope_count=len(snapshot.scopes),
+            workload_count=len(snapshot.workloads),
+        )
+
+    @_errors_to_status
+    def UpdateSnapshot(
+        self, request: svc.UpdateSnapshotRequest, context: grpc.ServicerContext
+    ) -> svc.UpdateSnapshotResponse:
+        generation = self.engine.update_snapshot(
+            request.cluster_id,
+            c.delta_from_proto(request),
+            dry_run=request.dry_run,
+            expected_generation=request.expected_generation,
+            request_id=request.request_id,
+        )
+        info = self.engine.get_cluster(request.cluster_id)
+        return svc.UpdateSnapshotResponse(
+            generation=generation,
+            node_count=info.node_count,
+            scope_count=info.scope_count,
+            workload_count=info.workload_count,
+        )
+
+    @_errors_to_status
+    def GetCluster(
+        self, request: svc.GetClusterRequest, context: grpc.ServicerContext
+    ) -> svc.GetClusterResponse:
+        info = self.engine.get_cluster(request.cluster_id)
+        snapshot = None
+        if request.include_snapshot:
+            _, snapshot = self.engine.snapshot(request.cluster_id)
+        return c.cluster_to_proto(info, snapshot)
+
+    @_errors_to_status
+    def DeleteCluster(
+        self, request: svc.DeleteClusterRequest, context: grpc.ServicerContext
+    ) -> svc.DeleteClusterResponse:
+        generation = self.engine.delete_cluster(
+            request.cluster_id,
+            expected_generation=request.expected_generation,
+            request_id=request.request_id,
+        )
+        return svc.DeleteClusterResponse(generation=generation)
+
+    @_errors_to_status
+    def Admit(self, request: svc.AdmitRequest, context: grpc.ServicerContext) -> svc.AdmitResponse:
+        batch = self.engine.admit(
+            request.cluster_id,
+            [c.workload_from_proto(w) for w in request.workloads],
+            order=c.ORDERS.get(request.order, Order.FIFO),
+            dry_run=request.dry_run,
+            expected_generation=request.expected_generation,
+            request_id=request.request_id,
+            now_ms=request.now_ms,
+        )
+        return svc.AdmitResponse(
+            generation=batch.generation, results=[c.result_to_proto(r) for r in batch.results]
+        )
+
+    @_errors_to_status
+    def Place(self, request: svc.PlaceRequest, context: grpc.ServicerContext) -> svc.PlaceResponse:
+        fragmentation = request.fragmentation if request.HasField("fragmentation") else None
+        batch = self.engine.place(
+            request.cluster_id,
+            [c.workload_from_proto(w) for w in request.workloads],
+            list(request.workload_ids),
+            order=c.ORDERS.get(request.order, Order.FIFO),
+            options=c.options_from_proto(
+                request.policy, request.resource_weights, request.seed, fragmentation
+            ),
+            dry_run=request.dry_run,
+            expected_generation=request.expected_generation,
+            request_id=request.request_id,
+            now_ms=request.now_ms,
+        )
+        return svc.PlaceResponse(
+            generation=batch.generation, results=[c.result_to_proto(r) for r in batch.results]
+        )
+
+    @_errors_to_status
+    def Release(
+        self, request: svc.ReleaseRequest, context: grpc.ServicerContext
+    ) -> svc.ReleaseResponse:
+        result = self.engine.release(
+            request.cluster_id,
+            list(request.workload_ids),
+            dry_run=request.dry_run,
+            expected_generation=request.expected_generation,
+            request_id=request.request_id,
+        )
+        return svc.ReleaseResponse(
+            generation=result.generation, released=result.released, not_found=result.not_found
+        )
+
+    @_errors_to_status
+    def Reclaim(
+        self, request: svc.ReclaimRequest, context: grpc.ServicerContext
+    ) -> svc.ReclaimResponse:
+        result = self.engine.reclaim(
+            request.cluster_id,
+            c.workload_from_proto(request.workload),
+            require_placement=request.require_placement,
+            options=c.options_from_proto(request.policy, request.resource_weights, request.seed),
+            dry_run=request.dry_run,
+            expected_generation=request.expected_generation,
+            request_id=request.request_id,
+            now_ms=request.now_ms,
+        )
+        return svc.ReclaimResponse(
+            generation=result.generation,
+            satisfiable=result.satisfiable,
+            victims=[c.victim_to_proto(v) for v in result.victims],
+            reasons=[c.reason_to_proto(r) for r in result.reasons],
+            result=c.result_to_proto(result.result) if result.result is not None else None,
+        )

@@ -1,0 +1,1 @@
+"""The per-cluster store: node matrix, quota tree, running workloads, generations, locks."""

@@ -1,0 +1,232 @@
+"""One cluster's state: the node matrix, the quota tree, the running workloads, the generation.
+
+Built once per snapshot change (``ClusterState.build``), then changed in place only through
+``add``/``remove``/``set_placements``, each of which records its exact inverse while a transaction
+is open. That is how a dry run or a failed batch changes nothing: simulate, then undo
+(STYLE habit 3). The engine holds the cluster's lock around every transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from strata_policy.errors import FieldViolation, InvalidArgument
+from strata_policy.model import Placement, RunningWorkload, Snapshot
+from strata_policy.model.resources import Resources
+from strata_policy.quota import QuotaTree
+from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.taskmix import TaskMix
+
+Undo = Callable[[], None]
+
+
+class ClusterState:
+    """The dense, mutable state of one cluster; see the module docstring for the contract."""
+
+    def __init__(
+        self,
+        cluster_id: str,
+        snapshot: Snapshot,
+        generation: int,
+        matrix: NodeMatrix,
+        tree: QuotaTree,
+        task_mix: TaskMix,
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.generation = generation
+        self.nodes = snapshot.nodes
+        self.scopes = snapshot.scopes
+        self.matrix = matrix
+        self.tree = tree
+        self.task_mix = task_mix
+        self.workloads: dict[str, RunningWorkload] = {}
+        self._seq: dict[str, int] = {}  # admission order, restored exactly by undo
+        self._next_seq = 0
+        self.lock = threading.RLock()
+        self._capacity: dict[str, int] = matrix.total_capacity(schedulable_only=True)
+        self._undo: list[Undo] | None = None
+        self.touched: set[str] = set()  # workload ids changed in the open transaction
+        self.created: set[str] = set()  # of those, the ones the transaction added
+
+    @classmethod
+    def build(
+        cls,
+        cluster_id: str,
+        snapshot: Snapshot,
+        generation: int,
+        task_mix: TaskMix | None = None,
+        path: str = "snapshot",
+    ) -> ClusterState:
+        """Build the dense state from a validated snapshot; placements must fit their nodes.
+
+        Raises ``InvalidArgument`` naming each replica that does not fit where the snapshot says
+        it runs (checked cumulatively, in snapshot order).
+        """
+        matrix = NodeMatrix.from_nodes(snapshot.nodes)
+        tree = QuotaTree.build(snapshot.scopes)
+        mix = task_mix.copy() if task_mix is not None else TaskMix()
+        state = cls(cluster_id, snapshot, generation, matrix, tree, mix)
+        violations: list[FieldViolation] = []
+        for i, rw in enumerate(snapshot.workloads):
+            request = rw.workload.request
+            for j, p in enumerate(rw.placements):
+                n = matrix.index[p.node_id]
+                problem = matrix.replica_fit_error(n, request, p.gpu_devices)
+                if problem is not None:
+                    violations.append(
+                        FieldViolation(
+                            f"{path}.workloads[{i}].placements[{j}]",
+                            f"on node {p.node_id!r}: {problem}",
+                        )
+                    )
+                else:
+                    matrix.allocate(n, request, p.gpu_devices)
+            tree.charge(rw.workload.scope_id, rw.workload.total)
+            state._insert(rw)
+            if task_mix is None:
+                mix.observe(rw.workload)
+        if violations:
+            raise InvalidArgument(violations)
+        return state
+
+    # --- reading -------------------------------------------------------------------------
+
+    @property
+    def capacity(self) -> dict[str, int]:
+        """Σ capacity of schedulable nodes: the headroom base of DESIGN §2."""
+        return self._capacity
+
+    def snapshot(self) -> Snapshot:
+        """The state as a snapshot (nodes in snapshot order, workloads in admission order)."""
+        order = sorted(self.workloads, key=self._seq.__getitem__)
+        return Snapshot(self.nodes, self.scopes, tuple(self.workloads[w] for w in order))
+
+    def snapshot_order(self, ids: set[str]) -> list[str]:
+        """Those of ``ids`` that are running, in admission order."""
+        return sorted((w for w in ids if w in self.workloads), key=self._seq.__getitem__)
+
+    def workload_counts(self) -> dict[str, int]:
+        """How many workloads each scope holds directly."""
+        counts: dict[str, int] = {}
+        for rw in self.workloads.values():
+            counts[rw.workload.scope_id] = counts.get(rw.workload.scope_id, 0) + 1
+        return counts
+
+    # --- changing ------------------------------------------------------------------------
+
+    def add(self, rw: RunningWorkload) -> None:
+        """Admit (and, with placements, place) a workload: charge quota, allocate nodes."""
+        wid = rw.workload.id
+        if wid in self.workloads:
+            raise InvalidArgument.one("workload.id", f"workload {wid!r} is already admitted")
+        self.tree.charge(rw.workload.scope_id, rw.workload.total)
+        self._allocate(rw.workload.request, rw.placements)
+        self._insert(rw)
+        self.touched.add(wid)
+        self.created.add(wid)
+        self._record(lambda: self._unadd(rw))
+
+    def remove(self, workload_id: str) -> RunningWorkload:
+        """Release a workload: refund quota, free its nodes; returns what it was."""
+        rw = self.workloads.pop(workload_id)
+        seq = self._seq.pop(workload_id)
+        self.tree.refund(rw.workload.scope_id, rw.workload.total)
+        self._deallocate(rw.workload.request, rw.placements)
+        self.touched.add(workload_id)
+        self._record(lambda: self._unremove(rw, seq))
+        return rw
+
+    def set_placements(
+        self, workload_id: str, placements: tuple[Placement, ...]
+    ) -> RunningWorkload:
+        """Place an admitted workload (it holds quota already)."""
+        old = self.workloads[workload_id]
+        new = RunningWorkload(old.workload, placements, old.admitted_at_ms)
+        self._deallocate(old.workload.request, old.placements)
+        self._allocate(new.workload.request, placements)
+        self.workloads[workload_id] = new
+        self.touched.add(workload_id)
+        self._record(lambda: self._unplace(old, new))
+        return new
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """Record every change; undo them all on an exception or ``rollback()``.
+
+        Not re-entrant: the engine opens one transaction per call, under the cluster lock.
+        """
+        if self._undo is not None:
+            raise RuntimeError("transaction already open")
+        self._undo = []
+        self.touched, self.created = set(), set()
+        txn = Transaction(self)
+        try:
+            yield txn
+        except BaseException:
+            txn.rollback()
+            raise
+        finally:
+            self._undo = None
+            self.touched, self.created = set(), set()
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _record(self, undo: Undo) -> None:
+        if self._undo is not None:
+            self._undo.append(undo)
+
+    def _allocate(self, request: Resources, placements: tuple[Placement, ...]) -> None:
+        for p in placements:
+            self.matrix.allocate(self.matrix.index[p.node_id], request, p.gpu_devices)
+
+    def _deallocate(self, request: Resources, placements: tuple[Placement, ...]) -> None:
+        for p in placements:
+            self.matrix.deallocate(self.matrix.index[p.node_id], request, p.gpu_devices)
+
+    def _insert(self, rw: RunningWorkload) -> None:
+        self.workloads[rw.workload.id] = rw
+        self._seq[rw.workload.id] = self._next_seq
+        self._next_seq += 1
+
+    def _unadd(self, rw: RunningWorkload) -> None:
+        del self.workloads[rw.workload.id]
+        del self._seq[rw.workload.id]
+        self.tree.refund(rw.workload.scope_id, rw.workload.total)
+        self._deallocate(rw.workload.request, rw.placements)
+
+    def _unremove(self, rw: RunningWorkload, seq: int) -> None:
+        self.tree.charge(rw.workload.scope_id, rw.workload.total)
+        self._allocate(rw.workload.request, rw.placements)
+        self.workloads[rw.workload.id] = rw
+        self._seq[rw.workload.id] = seq
+
+    def _unplace(self, old: RunningWorkload, new: RunningWorkload) -> None:
+        self._deallocate(new.workload.request, new.placements)
+        self._allocate(old.workload.request, old.placements)
+        self.workloads[old.workload.id] = old
+
+
+class Transaction:
+    """An open transaction: knows whether anything changed and can undo it all."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self._state = state
+
+    @property
+    def changed(self) -> bool:
+        """Whether any change was recorded (and not rolled back)."""
+        return bool(self._state._undo)
+
+    def mark(self) -> int:
+        """A savepoint: the number of changes recorded so far."""
+        return len(self._state._undo or ())
+
+    def rollback(self, to: int = 0) -> None:
+        """Undo the changes recorded after savepoint ``to``, newest first."""
+        undo = self._state._undo
+        if undo is None:
+            return
+        while len(undo) > to:
+            undo.pop()()

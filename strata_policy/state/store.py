@@ -1,0 +1,111 @@
+"""The server's clusters: one ``ClusterState`` per id, a lock per id, and size limits.
+
+The per-id lock outlives the state it guards (a push replaces the state object), so every
+operation on a cluster — read, change, replace, delete — is serialised on that lock, and a
+replaced state can never be committed to.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from strata_policy.errors import ClusterNotFound, SizeLimitExceeded
+from strata_policy.state.cluster import ClusterState
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Size limits; exceeding one is RESOURCE_EXHAUSTED naming the limit."""
+
+    max_clusters: int = 1_000
+    max_nodes: int = 200_000
+    max_scopes: int = 100_000
+    max_workloads: int = 2_000_000
+    max_batch: int = 10_000
+    idempotency_entries: int = 10_000
+
+    def check_sizes(self, nodes: int, scopes: int, workloads: int) -> None:
+        """Raise ``SizeLimitExceeded`` for the first size above its limit."""
+        for name, value, maximum in (
+            ("max_nodes", nodes, self.max_nodes),
+            ("max_scopes", scopes, self.max_scopes),
+            ("max_workloads", workloads, self.max_workloads),
+        ):
+            if value > maximum:
+                raise SizeLimitExceeded(name, value, maximum)
+
+    def check_batch(self, size: int) -> None:
+        """Raise ``SizeLimitExceeded`` when a batch is too large."""
+        if size > self.max_batch:
+            raise SizeLimitExceeded("max_batch", size, self.max_batch)
+
+
+class Slot:
+    """A cluster id's place in the store: its lock and, while it exists, its state."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.state: ClusterState | None = None
+
+    def require(self, cluster_id: str) -> ClusterState:
+        """The state, or ``ClusterNotFound``."""
+        if self.state is None:
+            raise ClusterNotFound(cluster_id)
+        return self.state
+
+
+class Store:
+    """Clusters by id, with idempotency memory for retried requests."""
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self._slots: dict[str, Slot] = {}
+        self._guard = threading.Lock()
+        self._answers: OrderedDict[tuple[str, str, str], object] = OrderedDict()
+
+    @contextmanager
+    def slot(self, cluster_id: str) -> Iterator[Slot]:
+        """Hold the cluster id's lock for the duration of one operation."""
+        with self._guard:
+            slot = self._slots.get(cluster_id)
+            if slot is None:
+                slot = self._slots[cluster_id] = Slot()
+        with slot.lock:
+            yield slot
+
+    def cluster_ids(self) -> list[str]:
+        """Ids of the clusters that exist, sorted."""
+        with self._guard:
+            return sorted(cid for cid, s in self._slots.items() if s.state is not None)
+
+    def check_new_cluster(self, cluster_id: str) -> None:
+        """Raise when creating ``cluster_id`` would exceed ``max_clusters``."""
+        count = len(self.cluster_ids())
+        if cluster_id not in self.cluster_ids() and count + 1 > self.limits.max_clusters:
+            raise SizeLimitExceeded("max_clusters", count + 1, self.limits.max_clusters)
+
+    def answer(self, cluster_id: str, method: str, request_id: str) -> object | None:
+        """The first answer given to this request id, if remembered."""
+        if not request_id:
+            return None
+        with self._guard:
+            return self._answers.get((cluster_id, method, request_id))
+
+    def remember(self, cluster_id: str, method: str, request_id: str, answer: object) -> None:
+        """Remember an answer for retries (bounded, oldest forgotten first)."""
+        if not request_id:
+            return
+        with self._guard:
+            self._answers[(cluster_id, method, request_id)] = answer
+            while len(self._answers) > self.limits.idempotency_entries:
+                self._answers.popitem(last=False)
+
+    def forget_cluster(self, cluster_id: str) -> None:
+        """Drop remembered answers of a deleted cluster."""
+        with self._guard:
+            for key in [k for k in self._answers if k[0] == cluster_id]:
+                del self._answers[key]

@@ -1,0 +1,200 @@
+"""Validation of snapshots, deltas and requests, field by field, before anything is built.
+
+Every problem becomes a ``FieldViolation`` whose path reads like the request
+(``snapshot.nodes[3].capacity["cpu"]``), so a client can point at the exact field. Validators
+collect every violation they can find rather than stopping at the first, and never build state:
+a call that fails validation changes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from strata_policy.errors import FieldViolation, InvalidArgument
+from strata_policy.model import Node, RunningWorkload, Scope, Snapshot, Workload
+from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU, valid_gpu_request
+
+MAX_REPLICAS = 100_000
+MAX_ID_LENGTH = 253  # a Kubernetes object name
+MAX_DEVICES_PER_NODE = 64
+
+
+def check(violations: list[FieldViolation]) -> None:
+    """Raise ``InvalidArgument`` when there is anything to report."""
+    if violations:
+        raise InvalidArgument(violations)
+
+
+def _id(value: str, path: str, out: list[FieldViolation]) -> None:
+    if not value:
+        out.append(FieldViolation(path, "must not be empty"))
+    elif len(value) > MAX_ID_LENGTH:
+        out.append(FieldViolation(path, f"longer than {MAX_ID_LENGTH} characters"))
+
+
+def amounts(values: Mapping[str, int], path: str, out: list[FieldViolation]) -> None:
+    """Every amount is a non-negative integer below the overflow guard; names are not empty."""
+    for name, amount in values.items():
+        where = f'{path}["{name}"]'
+        if not name:
+            out.append(FieldViolation(where, "resource name must not be empty"))
+        if amount < 0:
+            out.append(FieldViolation(where, f"must not be negative, got {amount}"))
+        elif amount > MAX_AMOUNT:
+            out.append(FieldViolation(where, f"{amount} is above the maximum {MAX_AMOUNT}"))
+
+
+def node(n: Node, path: str, out: list[FieldViolation]) -> None:
+    """A node: id, non-negative capacity, whole GPU devices."""
+    _id(n.id, f"{path}.id", out)
+    amounts(n.capacity, f"{path}.capacity", out)
+    gpu = n.capacity.get(GPU, 0)
+    if gpu > 0 and gpu % MILLI_PER_GPU:
+        out.append(
+            FieldViolation(
+                f'{path}.capacity["gpu"]', f"{gpu} is not a multiple of 1000 (whole devices)"
+            )
+        )
+    elif gpu // MILLI_PER_GPU > MAX_DEVICES_PER_NODE:
+        out.append(
+            FieldViolation(
+                f'{path}.capacity["gpu"]', f"more than {MAX_DEVICES_PER_NODE} devices on one node"
+            )
+        )
+
+
+def scope(s: Scope, path: str, out: list[FieldViolation]) -> None:
+    """A scope on its own: id, amounts, weight, guarantee within limit."""
+    _id(s.id, f"{path}.id", out)
+    if s.parent_id == s.id and s.id:
+        out.append(FieldViolation(f"{path}.parent_id", "a scope cannot be its own parent"))
+    amounts(s.guarantee, f"{path}.guarantee", out)
+    amounts(s.limit, f"{path}.limit", out)
+    if not math.isfinite(s.weight) or s.weight <= 0:
+        out.append(FieldViolation(f"{path}.weight", f"must be a positive number, got {s.weight}"))
+    for name, guaranteed in s.guarantee.items():
+        limit = s.limit.get(name)
+        if limit is not None and guaranteed > limit:
+            out.append(
+                FieldViolation(
+                    f'{path}.guarantee["{name}"]',
+                    f"guarantee {guaranteed} is above the limit {limit}",
+                )
+            )
+
+
+def workload(
+    w: Workload, path: str, scopes: Mapping[str, object], out: list[FieldViolation]
+) -> None:
+    """A workload: id, known scope, valid amounts and GPU request, sane replicas."""
+    _id(w.id, f"{path}.id", out)
+    if not w.scope_id:
+        out.append(FieldViolation(f"{path}.scope_id", "must not be empty"))
+    elif w.scope_id not in scopes:
+        out.append(FieldViolation(f"{path}.scope_id", f"unknown scope {w.scope_id!r}"))
+    amounts(w.request, f"{path}.request", out)
+    gpu = w.request.get(GPU, 0)
+    if gpu > 0 and not valid_gpu_request(gpu):
+        out.append(
+            FieldViolation(
+                f'{path}.request["gpu"]',
+                f"{gpu} is neither a share of one device (< 1000) nor whole devices (k × 1000)",
+            )
+        )
+    if w.replicas < 1 or w.replicas > MAX_REPLICAS:
+        out.append(
+            FieldViolation(f"{path}.replicas", f"must be 1 to {MAX_REPLICAS}, got {w.replicas}")
+        )
+    else:
+        for name, amount in w.request.items():
+            if 0 <= amount <= MAX_AMOUNT and amount * w.replicas > MAX_AMOUNT:
+                out.append(
+                    FieldViolation(
+                        f'{path}.request["{name}"]',
+                        "request × replicas overflows the maximum amount",
+                    )
+                )
+
+
+def scope_tree(scopes: Sequence[Scope], path: str, out: list[FieldViolation]) -> None:
+    """Unique ids, known parents and no cycles across the whole tree."""
+    seen: dict[str, int] = {}
+    for i, s in enumerate(scopes):
+        scope(s, f"{path}[{i}]", out)
+        if s.id in seen:
+            out.append(FieldViolation(f"{path}[{i}].id", f"duplicate scope id {s.id!r}"))
+        seen.setdefault(s.id, i)
+    by_id = {s.id: s for s in scopes}
+    for i, s in enumerate(scopes):
+        if s.parent_id and s.parent_id not in by_id:
+            out.append(FieldViolation(f"{path}[{i}].parent_id", f"unknown parent {s.parent_id!r}"))
+    reported: set[str] = set()
+    for i, s in enumerate(scopes):
+        walk, cur = [s.id], s.parent_id
+        while cur and cur in by_id and cur not in walk:
+            walk.append(cur)
+            cur = by_id[cur].parent_id
+        if cur and cur in walk and s.id not in reported and s.parent_id != s.id:
+            cycle = walk[walk.index(cur) :]
+            reported.update(cycle)
+            out.append(
+                FieldViolation(
+                    f"{path}[{i}].parent_id",
+                    "cycle in the scope tree: " + " -> ".join([*cycle, cur]),
+                )
+            )
+
+
+def unique(ids: Iterable[str], path: str, what: str, out: list[FieldViolation]) -> None:
+    """Report the second and later uses of an id."""
+    seen: set[str] = set()
+    for i, value in enumerate(ids):
+        if value and value in seen:
+            out.append(FieldViolation(f"{path}[{i}].id", f"duplicate {what} id {value!r}"))
+        seen.add(value)
+
+
+def snapshot_shape(snap: Snapshot, path: str = "snapshot") -> list[FieldViolation]:
+    """Everything that can be checked without building the node state."""
+    out: list[FieldViolation] = []
+    for i, n in enumerate(snap.nodes):
+        node(n, f"{path}.nodes[{i}]", out)
+    unique((n.id for n in snap.nodes), f"{path}.nodes", "node", out)
+    scope_tree(snap.scopes, f"{path}.scopes", out)
+    scope_ids = {s.id: s for s in snap.scopes}
+    node_ids = {n.id: n for n in snap.nodes}
+    for i, rw in enumerate(snap.workloads):
+        running_workload(rw, f"{path}.workloads[{i}]", scope_ids, node_ids, out)
+    unique((rw.workload.id for rw in snap.workloads), f"{path}.workloads", "workload", out)
+    return out
+
+
+def running_workload(
+    rw: RunningWorkload,
+    path: str,
+    scopes: Mapping[str, object],
+    nodes: Mapping[str, Node],
+    out: list[FieldViolation],
+) -> None:
+    """A running workload: the workload itself, then its placements (one per replica or none)."""
+    workload(rw.workload, f"{path}.workload", scopes, out)
+    if rw.admitted_at_ms < 0:
+        out.append(FieldViolation(f"{path}.admitted_at_ms", "must not be negative"))
+    if rw.placements and len(rw.placements) != rw.workload.replicas:
+        out.append(
+            FieldViolation(
+                f"{path}.placements",
+                f"{len(rw.placements)} placements for {rw.workload.replicas} replicas "
+                "(give one per replica, or none for an admitted, unplaced workload)",
+            )
+        )
+    for j, p in enumerate(rw.placements):
+        if p.node_id not in nodes:
+            out.append(
+                FieldViolation(f"{path}.placements[{j}].node_id", f"unknown node {p.node_id!r}")
+            )
+        if len(set(p.gpu_devices)) != len(p.gpu_devices):
+            out.append(
+                FieldViolation(f"{path}.placements[{j}].gpu_devices", "duplicate device index")
+            )

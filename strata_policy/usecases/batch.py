@@ -1,0 +1,136 @@
+"""Admit, Place and Release batches (DESIGN §2–§3) over one cluster's state.
+
+Admit decides each workload in the batch order (FIFO, PRIORITY or FAIR, re-evaluated after every
+decision) and charges the admitted ones. Place does the same for inline workloads and then places
+each admitted one (all replicas or none); an inline workload that fits the quota but no nodes is
+not admitted (UNPLACED), and one placed by id that does not fit stays ADMITTED.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from strata_policy.errors import FieldViolation, InvalidArgument
+from strata_policy.model import (
+    BatchResult,
+    Decision,
+    Order,
+    Reason,
+    ReasonCode,
+    ReleaseResult,
+    RunningWorkload,
+    Workload,
+    WorkloadResult,
+)
+from strata_policy.policy.placement import PlacementOptions, place_one
+from strata_policy.quota import batch_order, decide_admit
+from strata_policy.state.cluster import ClusterState, Transaction
+from strata_policy.usecases.requests import check_ids, check_new_workloads
+
+
+def admit(
+    state: ClusterState, workloads: Sequence[Workload], order: Order, now_ms: int
+) -> Callable[[int], BatchResult]:
+    """Decide a batch; ADMITTED ones are charged to the tree (no nodes)."""
+    check_new_workloads(state, workloads, "workloads")
+    results: list[WorkloadResult] = []
+    for i in batch_order(state.tree, workloads, order, state.capacity):
+        w = workloads[i]
+        result = decide_admit(state.tree, state.workloads, w, state.capacity)
+        if result.decision is Decision.ADMITTED:
+            state.add(RunningWorkload(w, (), now_ms))
+        results.append(result)
+    return lambda generation: BatchResult(generation, tuple(results))
+
+
+def place(
+    state: ClusterState,
+    txn: Transaction,
+    workloads: Sequence[Workload],
+    workload_ids: Sequence[str],
+    order: Order,
+    options: PlacementOptions,
+    now_ms: int,
+) -> Callable[[int], BatchResult]:
+    """Place admitted workloads by id, and admit-and-place inline ones, in the batch order."""
+    check_new_workloads(state, workloads, "workloads")
+    check_ids(workload_ids, "workload_ids")
+    known: list[Workload] = []
+    bad: list[FieldViolation] = []
+    for i, wid in enumerate(dict.fromkeys(workload_ids)):
+        if wid not in state.workloads:
+            bad.append(FieldViolation(f"workload_ids[{i}]", f"workload {wid!r} is not admitted"))
+        else:
+            known.append(state.workloads[wid].workload)
+    if bad:
+        raise InvalidArgument(bad)
+    batch = [*known, *workloads]
+    admitted = len(known)
+    options = _with_mix(state, options)
+    results: list[WorkloadResult] = []
+    for i in batch_order(state.tree, batch, order, state.capacity):
+        w = batch[i]
+        if i < admitted:
+            results.append(_place_admitted(state, w, options))
+        else:
+            results.append(_admit_and_place(state, txn, w, options, now_ms))
+    return lambda generation: BatchResult(generation, tuple(results))
+
+
+def _with_mix(state: ClusterState, options: PlacementOptions) -> PlacementOptions:
+    if options.task_mix is None and not options.task_types:
+        return replace(options, task_mix=state.task_mix)
+    return options
+
+
+def _place_admitted(state: ClusterState, w: Workload, options: PlacementOptions) -> WorkloadResult:
+    current = state.workloads[w.id]
+    if current.placed:
+        return WorkloadResult(
+            w.id,
+            Decision.PLACED,
+            placements=current.placements,
+            reasons=(Reason(ReasonCode.ALREADY_PLACED, f"workload {w.id!r} was already placed"),),
+        )
+    outcome = place_one(state.matrix, w, options)
+    if not outcome.placed:
+        return WorkloadResult(
+            w.id, Decision.UNPLACED, reasons=outcome.reasons, explanation=outcome.explanation
+        )
+    state.set_placements(w.id, outcome.placements)
+    return WorkloadResult(w.id, Decision.PLACED, placements=outcome.placements, score=outcome.score)
+
+
+def _admit_and_place(
+    state: ClusterState, txn: Transaction, w: Workload, options: PlacementOptions, now_ms: int
+) -> WorkloadResult:
+    decision = decide_admit(state.tree, state.workloads, w, state.capacity)
+    if decision.decision is not Decision.ADMITTED:
+        return decision
+    outcome = place_one(state.matrix, w, options)
+    if not outcome.placed:
+        return replace(
+            decision,
+            decision=Decision.UNPLACED,
+            reasons=outcome.reasons,
+            explanation=outcome.explanation,
+        )
+    state.add(RunningWorkload(w, outcome.placements, now_ms))
+    return replace(
+        decision, decision=Decision.PLACED, placements=outcome.placements, score=outcome.score
+    )
+
+
+def release(state: ClusterState, workload_ids: Sequence[str]) -> Callable[[int], ReleaseResult]:
+    """Free each known workload once; unknown (and repeated) ids are listed as not found."""
+    check_ids(workload_ids, "workload_ids")
+    released: list[str] = []
+    not_found: list[str] = []
+    for wid in workload_ids:
+        if wid in state.workloads:
+            state.remove(wid)
+            released.append(wid)
+        else:
+            not_found.append(wid)
+    return lambda generation: ReleaseResult(generation, tuple(released), tuple(not_found))

@@ -1,0 +1,38 @@
+"""Validation of the workloads a request carries, against the cluster they target."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from strata_policy.errors import FieldViolation
+from strata_policy.model import Workload
+from strata_policy.state import validate
+from strata_policy.state.cluster import ClusterState
+
+
+def check_new_workloads(state: ClusterState, workloads: Sequence[Workload], path: str) -> None:
+    """Each workload is valid, names a known scope, and its id is new to batch and cluster."""
+    out: list[FieldViolation] = []
+    seen: set[str] = set()
+    for i, w in enumerate(workloads):
+        where = f"{path}[{i}]" if path == "workloads" else path
+        validate.workload(w, where, state.tree.scopes, out)
+        if w.id in seen:
+            out.append(
+                FieldViolation(f"{where}.id", f"duplicate workload id {w.id!r} in the batch")
+            )
+        elif w.id in state.workloads:
+            out.append(FieldViolation(f"{where}.id", f"workload {w.id!r} is already admitted"))
+        seen.add(w.id)
+    validate.check(out)
+
+
+def check_ids(ids: Sequence[str], path: str) -> None:
+    """Ids in a list are not empty."""
+    validate.check(
+        [
+            FieldViolation(f"{path}[{i}]", "must not be empty")
+            for i, wid in enumerate(ids)
+            if not wid
+        ]
+    )
