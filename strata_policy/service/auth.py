@@ -1,0 +1,235 @@
+"""Bearer-token authorization: which token may read or change which clusters.
+
+The token file (YAML or JSON) lists grants::
+
+    tokens:
+      - {name: ops, token: "s3cret", clusters: ["*"], access: read-write}
+      - {name: dashboards, token: "r3ad", clusters: [prod-a, prod-b], access: read-only}
+
+Every call except health checks and server reflection (left open for probes and ``grpcurl``)
+must carry ``authorization: Bearer <token>``. The check happens in two steps because the cluster
+is inside the request:
+
+1. Before the request is read: no token, a malformed header or an unknown token is
+   UNAUTHENTICATED.
+2. Once the request is deserialized, before the servicer runs: a token not granted the request's
+   ``cluster_id`` is PERMISSION_DENIED; a read-only token may call GetCluster, and any mutating
+   RPC only with ``dry_run`` set (DeleteCluster has no dry run, so never).
+
+A denied call never reaches the servicer, so it changes nothing. Errors are the package's own
+``Unauthenticated``/``PermissionDenied`` ended through ``service.status.abort`` (one status
+table). Tokens are kept only as SHA-256 digests and looked up by digest, so neither a memory dump
+of the table nor the lookup's timing gives a token away.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import yaml
+
+from strata_policy.errors import PermissionDenied, StrataError, Unauthenticated
+from strata_policy.service.status import abort
+
+OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+READ_ONLY_METHODS = frozenset({"/strata.policy.v1.PolicyService/GetCluster"})
+ACCESS_LEVELS = ("read-only", "read-write")
+WILDCARD = "*"
+
+Behaviour = Callable[[Any, grpc.ServicerContext], Any]
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[Any, Any]  # generic only in grpc-stubs, not at run time
+
+
+class TokenFileError(ValueError):
+    """The token file cannot be used; the message names the entry and the problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What one token may do: its clusters (``*`` = all) and whether it may change them."""
+
+    name: str
+    clusters: frozenset[str]
+    read_write: bool
+
+    def allows_cluster(self, cluster_id: str) -> bool:
+        """Whether the token may touch ``cluster_id`` at all."""
+        return WILDCARD in self.clusters or cluster_id in self.clusters
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+class TokenTable:
+    """Grants by token digest; built from the token file."""
+
+    def __init__(self, grants: Mapping[bytes, Grant]) -> None:
+        self._grants = dict(grants)
+
+    def __len__(self) -> int:
+        return len(self._grants)
+
+    @classmethod
+    def from_dict(cls, data: object) -> TokenTable:
+        """Parse ``{tokens: [...]}``; raises ``TokenFileError`` naming the first bad entry."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("tokens"), list):
+            raise TokenFileError("the token file must be an object with a list under 'tokens'")
+        grants: dict[bytes, Grant] = {}
+        for i, entry in enumerate(data["tokens"]):
+            where = f"tokens[{i}]"
+            if not isinstance(entry, Mapping):
+                raise TokenFileError(f"{where}: must be an object")
+            token, clusters = entry.get("token"), entry.get("clusters")
+            access, name = entry.get("access", "read-only"), entry.get("name", f"token-{i}")
+            if not isinstance(token, str) or len(token) < 8:
+                raise TokenFileError(f"{where}.token: must be a string of 8 or more characters")
+            if (
+                not isinstance(clusters, list)
+                or not clusters
+                or not all(isinstance(c, str) and c for c in clusters)
+            ):
+                raise TokenFileError(f"{where}.clusters: must be a non-empty list of cluster ids")
+            if access not in ACCESS_LEVELS:
+                raise TokenFileError(f"{where}.access: must be one of {', '.join(ACCESS_LEVELS)}")
+            if not isinstance(name, str):
+                raise TokenFileError(f"{where}.name: must be a string")
+            key = _digest(token)
+            if key in grants:
+                raise TokenFileError(f"{where}.token: the same token is listed twice")
+            grants[key] = Grant(name, frozenset(clusters), access == "read-write")
+        return cls(grants)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TokenTable:
+        """Read a YAML or JSON token file (JSON is read as YAML, its superset)."""
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise TokenFileError(f"cannot read token file {str(path)!r}: {exc}") from exc
+        return cls.from_dict(data)
+
+    def lookup(self, token: str) -> Grant | None:
+        """The grant for a presented token, or ``None``."""
+        return self._grants.get(_digest(token))
+
+
+def bearer_token(metadata: object) -> str | None:
+    """The token of an ``authorization: Bearer <token>`` header, or ``None``."""
+    for key, value in metadata or ():  # type: ignore[attr-defined]  # a sequence of pairs
+        if key == "authorization" and isinstance(value, str):
+            scheme, _, token = value.strip().partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+            return None
+    return None
+
+
+def check_request(grant: Grant, method: str, request: object) -> None:
+    """Raise ``PermissionDenied`` unless ``grant`` allows ``method`` with this ``request``."""
+    cluster_id = getattr(request, "cluster_id", None)
+    if not isinstance(cluster_id, str):
+        if WILDCARD not in grant.clusters:
+            raise PermissionDenied(f"token {grant.name!r} may only call per-cluster methods")
+        cluster_id = ""
+    elif not grant.allows_cluster(cluster_id):
+        raise PermissionDenied(
+            f"token {grant.name!r} is not allowed on cluster {cluster_id!r}", cluster_id
+        )
+    if grant.read_write or method in READ_ONLY_METHODS:
+        return
+    if getattr(request, "dry_run", False) is True:
+        return
+    short = method.rsplit("/", 1)[-1]
+    raise PermissionDenied(
+        f"token {grant.name!r} is read-only: {short} needs read-write access "
+        "(or dry_run, where the method has it)",
+        cluster_id,
+    )
+
+
+class TokenAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]  # generic in stubs only
+    """Authenticates every call and authorizes it once its request is read."""
+
+    def __init__(self, table: TokenTable) -> None:
+        self.table = table
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TokenAuthInterceptor:
+        """An interceptor over the grants of a token file."""
+        return cls(TokenTable.from_file(path))
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        method: str = handler_call_details.method
+        if method.startswith(OPEN_PREFIXES):
+            return continuation(handler_call_details)
+        token = bearer_token(handler_call_details.invocation_metadata)
+        if token is None:
+            return _refuse(Unauthenticated("missing 'authorization: Bearer <token>' metadata"))
+        grant = self.table.lookup(token)
+        if grant is None:
+            return _refuse(Unauthenticated("unknown bearer token"))
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        return _guard(handler, lambda request: check_request(grant, method, request))
+
+
+def _refuse(exc: StrataError) -> Handler:
+    """A handler that ends the call with ``exc`` without reading the request."""
+
+    def behaviour(request: object, context: grpc.ServicerContext) -> Any:
+        abort(context, exc)
+
+    return grpc.unary_unary_rpc_method_handler(behaviour)
+
+
+def _guard(handler: Handler, check: Callable[[object], None]) -> Handler:
+    """A copy of ``handler`` that runs ``check`` on every request before the servicer sees it."""
+
+    def checked(request: object, context: grpc.ServicerContext) -> None:
+        try:
+            check(request)
+        except StrataError as exc:
+            abort(context, exc)
+
+    def unary(inner: Behaviour) -> Behaviour:
+        def call(request: Any, context: grpc.ServicerContext) -> Any:
+            checked(request, context)
+            return inner(request, context)
+
+        return call
+
+    def streaming(inner: Behaviour) -> Behaviour:
+        def call(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            def each() -> Iterator[Any]:
+                for request in requests:
+                    checked(request, context)
+                    yield request
+
+            return inner(each(), context)
+
+        return call
+
+    codecs = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(unary(handler.unary_unary), **codecs)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(unary(handler.unary_stream), **codecs)
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(streaming(handler.stream_unary), **codecs)
+    assert handler.stream_stream is not None, "a handler has exactly one behaviour"
+    return grpc.stream_stream_rpc_method_handler(streaming(handler.stream_stream), **codecs)
