@@ -1,1 +1,39 @@
-"""Numba kernels over the node matrix: private @njit functions behind validating wrappers."""
+"""Numba kernels over the node matrix: private ``@njit`` functions behind validating wrappers.
+
+A leaf package (numpy and numba only). ``warmup()`` compiles or loads every kernel; the server
+calls it before its health check says SERVING.
+"""
+
+from strata_policy.kernels.api import (
+    BatchArrays,
+    FragArrays,
+    place_batch_arrays,
+    refresh_frag_rows,
+    warmup,
+)
+from strata_policy.kernels.fit import (
+    BALANCED_ALLOCATION,
+    BEST_FIT,
+    DOT_PRODUCT,
+    FIRST_FIT,
+    FRAGMENTATION_AWARE,
+    LEAST_ALLOCATED,
+    MOST_ALLOCATED,
+    RANDOM,
+)
+
+__all__ = [
+    "BALANCED_ALLOCATION",
+    "BEST_FIT",
+    "DOT_PRODUCT",
+    "FIRST_FIT",
+    "FRAGMENTATION_AWARE",
+    "LEAST_ALLOCATED",
+    "MOST_ALLOCATED",
+    "RANDOM",
+    "BatchArrays",
+    "FragArrays",
+    "place_batch_arrays",
+    "refresh_frag_rows",
+    "warmup",
+]

@@ -1,0 +1,206 @@
+"""Validating wrappers around the kernels: arrays in, arrays out, shapes and dtypes checked.
+
+Nothing here knows about nodes or workloads; ``strata_policy.policy.placement`` turns those into
+the arrays below. A wrong shape or dtype is a bug in the caller and raises ``ValueError`` before
+any kernel runs (a kernel would otherwise read out of bounds or silently cast).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from strata_policy.kernels.frag import _frag_rows
+from strata_policy.kernels.place import _place_batch
+
+I64 = np.dtype(np.int64)
+F64 = np.dtype(np.float64)
+BOOL = np.dtype(np.bool_)
+U64 = np.dtype(np.uint64)
+
+
+@dataclass(frozen=True, slots=True)
+class FragArrays:
+    """FGD inputs: per typical shape its cpu, per-device milli, device count and weight; per
+    (node, shape) whether the model is allowed and the two cached statistics (mutated when the
+    kernel applies a placement, so pass copies unless nothing is applied)."""
+
+    t_cpu: np.ndarray
+    t_gpu: np.ndarray
+    t_k: np.ndarray
+    t_w: np.ndarray
+    model_ok: np.ndarray
+    count_ge: np.ndarray
+    below: np.ndarray
+
+    @staticmethod
+    def empty(n_nodes: int) -> FragArrays:
+        """No shapes (every other policy)."""
+        z = np.zeros(0, dtype=np.int64)
+        return FragArrays(
+            z,
+            z,
+            z,
+            np.zeros(0, dtype=np.float64),
+            np.zeros((n_nodes, 0), dtype=np.bool_),
+            np.zeros((n_nodes, 0), dtype=np.int64),
+            np.zeros((n_nodes, 0), dtype=np.int64),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchArrays:
+    """Kernel outputs: per replica (rows ``offsets[w]:offsets[w]+replicas[w]``) the node (-1
+    when unplaced) and devices (-1 padded); per workload the last score, how many replicas fit
+    before the gang failed, and per-node reason counts (columns, then spread, then absent)."""
+
+    node: np.ndarray
+    devices: np.ndarray
+    score: np.ndarray
+    fit: np.ndarray
+    counts: np.ndarray
+    offsets: np.ndarray
+
+
+def _check(name: str, a: np.ndarray, dtype: np.dtype, shape: tuple[int | None, ...]) -> None:
+    if a.dtype != dtype:
+        raise ValueError(f"{name}: dtype {a.dtype}, expected {dtype}")
+    if a.ndim != len(shape) or any(
+        e is not None and e != s for e, s in zip(shape, a.shape, strict=True)
+    ):
+        raise ValueError(f"{name}: shape {a.shape}, expected {shape}")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{name}: not C-contiguous")
+
+
+def place_batch_arrays(
+    *,
+    free: np.ndarray,
+    gpu_free: np.ndarray,
+    capacity: np.ndarray,
+    inv_cap: np.ndarray,
+    inv_max_cap: np.ndarray,
+    masks: np.ndarray,
+    mask_id: np.ndarray,
+    spread: np.ndarray,
+    spread_id: np.ndarray,
+    req: np.ndarray,
+    replicas: np.ndarray,
+    weights: np.ndarray,
+    seeds: np.ndarray,
+    impossible: np.ndarray,
+    policy: int,
+    apply_last: bool,
+    frag: FragArrays,
+    truncate: bool = False,
+) -> BatchArrays:
+    """Run the batch kernel; ``free``/``gpu_free``/``frag`` statistics are mutated only when
+    something is applied (more than one replica in all, or ``apply_last``)."""
+    n, r = free.shape
+    d = gpu_free.shape[1]
+    w = req.shape[0]
+    t = frag.t_gpu.shape[0]
+    for name, a, dt, shape in (
+        ("free", free, I64, (n, r)),
+        ("gpu_free", gpu_free, I64, (n, d)),
+        ("capacity", capacity, I64, (n, r)),
+        ("inv_cap", inv_cap, F64, (n, r)),
+        ("inv_max_cap", inv_max_cap, F64, (r,)),
+        ("masks", masks, BOOL, (None, n)),
+        ("mask_id", mask_id, I64, (w,)),
+        ("spread", spread, I64, (None, n)),
+        ("spread_id", spread_id, I64, (w,)),
+        ("req", req, I64, (w, r)),
+        ("replicas", replicas, I64, (w,)),
+        ("weights", weights, F64, (w, r)),
+        ("seeds", seeds, U64, (w,)),
+        ("impossible", impossible, BOOL, (w,)),
+        ("t_cpu", frag.t_cpu, I64, (t,)),
+        ("t_gpu", frag.t_gpu, I64, (t,)),
+        ("t_k", frag.t_k, I64, (t,)),
+        ("t_w", frag.t_w, F64, (t,)),
+        ("model_ok", frag.model_ok, BOOL, (n, t)),
+        ("count_ge", frag.count_ge, I64, (n, t)),
+        ("below", frag.below, I64, (n, t)),
+    ):
+        _check(name, a, dt, shape)
+    if r < 3:
+        raise ValueError("the first three columns must be cpu, memory, gpu")
+    if w and (mask_id.min() < 0 or mask_id.max() >= masks.shape[0]):
+        raise ValueError("mask_id out of range")
+    if w and (spread_id.min() < -1 or spread_id.max() >= spread.shape[0]):
+        raise ValueError("spread_id out of range")
+    if w and replicas.min() < 1:
+        raise ValueError("replicas must be at least 1")
+    offsets = np.zeros(w, dtype=np.int64)
+    if w > 1:
+        np.cumsum(replicas[:-1], out=offsets[1:])
+    total = int(replicas.sum())
+    node = np.full(total, -1, dtype=np.int64)
+    devices = np.full((total, d), -1, dtype=np.int64)
+    score = np.zeros(w, dtype=np.float64)
+    fit = np.zeros(w, dtype=np.int64)
+    counts = np.zeros((w, r + 2), dtype=np.int64)
+    _place_batch(
+        free, gpu_free, capacity, inv_cap, inv_max_cap, masks, mask_id, spread, spread_id,
+        req, replicas, offsets, weights, seeds, impossible, policy, apply_last,
+        frag.t_cpu, frag.t_gpu, frag.t_k, frag.t_w, frag.model_ok, frag.count_ge, frag.below,
+        truncate, node, devices, score, fit, counts,
+    )  # fmt: skip
+    return BatchArrays(node, devices, score, fit, counts, offsets)
+
+
+def refresh_frag_rows(
+    gpu_free: np.ndarray, rows: np.ndarray, t_gpu: np.ndarray, count_ge: np.ndarray,
+    below: np.ndarray,
+) -> None:  # fmt: skip
+    """Recompute the FGD statistics of nodes ``rows`` in place."""
+    n, d = gpu_free.shape
+    t = t_gpu.shape[0]
+    _check("gpu_free", gpu_free, I64, (n, d))
+    _check("rows", rows, I64, (None,))
+    _check("t_gpu", t_gpu, I64, (t,))
+    _check("count_ge", count_ge, I64, (n, t))
+    _check("below", below, I64, (n, t))
+    if rows.size and (rows.min() < 0 or rows.max() >= n):
+        raise ValueError("rows out of range")
+    _frag_rows(gpu_free, rows, t_gpu, count_ge, below)
+
+
+def warmup() -> None:
+    """Compile (or load from the cache) every kernel by running each policy on tiny inputs."""
+    free = np.array([[4000, 1 << 30, 2000], [8000, 1 << 30, 1000]], dtype=np.int64)
+    gpu_free = np.array([[1000, 1000], [1000, -1]], dtype=np.int64)
+    t_gpu = np.array([500, 1000], dtype=np.int64)
+    frag = FragArrays(
+        np.array([1000, 1000], dtype=np.int64),
+        t_gpu,
+        np.array([1, 1], dtype=np.int64),
+        np.array([0.5, 0.5]),
+        np.ones((2, 2), dtype=np.bool_),
+        np.zeros((2, 2), dtype=np.int64),
+        np.zeros((2, 2), dtype=np.int64),
+    )
+    refresh_frag_rows(gpu_free, np.arange(2, dtype=np.int64), t_gpu, frag.count_ge, frag.below)
+    for policy in range(8):
+        place_batch_arrays(
+            free=free.copy(),
+            gpu_free=gpu_free.copy(),
+            capacity=free,
+            inv_cap=1.0 / free,
+            inv_max_cap=np.ones(3),
+            masks=np.ones((1, 2), dtype=np.bool_),
+            mask_id=np.zeros(2, dtype=np.int64),
+            spread=np.arange(2, dtype=np.int64).reshape(1, 2),
+            spread_id=np.array([-1, 0], dtype=np.int64),
+            req=np.array([[1000, 0, 500], [1000, 0, 1000]], dtype=np.int64),
+            replicas=np.array([1, 2], dtype=np.int64),
+            weights=np.ones((2, 3)),
+            seeds=np.arange(2, dtype=np.uint64),
+            impossible=np.zeros(2, dtype=np.bool_),
+            policy=policy,
+            apply_last=True,
+            frag=frag,
+            truncate=policy % 2 == 0,
+        )

@@ -1,0 +1,164 @@
+"""FGD kernels: per-node fragmentation statistics and the fragmentation increase of a placement.
+
+For a typical task shape ``m`` (cpu ``c_m``, per-device GPU milli ``g_m``, device count ``k_m``)
+a node's fragmentation ``F_n(m)`` is all its idle GPU milli when ``m`` cannot run there (CPU-only
+shape, GPU model not allowed, fewer than ``k_m`` devices with ``>= g_m`` free, or less than
+``c_m`` CPU free), and otherwise the idle milli on devices with less than ``g_m`` free. The node's
+expected fragmentation is ``F_n = Σ_m p_m F_n(m)`` (Weng et al., ATC 2023).
+
+A placement changes ``kc`` devices of one node from ``f_old`` to ``f_new`` free (one device for
+a share, ``k`` devices 1000 → 0 for whole GPUs, none for CPU-only work) and lowers its CPU. So
+``F_n(m)`` after it follows in O(1) from two cached per-(node, shape) statistics: how many
+devices have ``>= g_m`` free (``count_ge``) and the free milli on the others (``below``). The
+kernels below keep those statistics and evaluate ``ΔF = Σ_m p_m (F_after(m) − F_before(m))``
+without touching the device list again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from strata_policy.kernels.config import kernel
+from strata_policy.kernels.fit import CPU, GPU, MILLI
+
+
+@kernel
+def _frag_row(
+    gpu_free: np.ndarray, n: int, t_gpu: np.ndarray, count_ge: np.ndarray, below: np.ndarray
+) -> None:
+    """Recompute node ``n``'s statistics for every shape."""
+    for m in range(t_gpu.shape[0]):
+        g = t_gpu[m]
+        cg = 0
+        bl = 0
+        for d in range(gpu_free.shape[1]):
+            f = gpu_free[n, d]
+            if f < 0:
+                continue
+            if f >= g:
+                cg += 1
+            else:
+                bl += f
+        count_ge[n, m] = cg
+        below[n, m] = bl
+
+
+@kernel
+def _frag_rows(
+    gpu_free: np.ndarray,
+    rows: np.ndarray,
+    t_gpu: np.ndarray,
+    count_ge: np.ndarray,
+    below: np.ndarray,
+) -> None:
+    """Recompute the statistics of the listed nodes (the stale ones)."""
+    for i in range(rows.shape[0]):
+        _frag_row(gpu_free, rows[i], t_gpu, count_ge, below)
+
+
+@kernel
+def _frag_delta(
+    free: np.ndarray,
+    n: int,
+    cpu_req: int,
+    gpu_req: int,
+    f_old: int,
+    f_new: int,
+    kc: int,
+    t_cpu: np.ndarray,
+    t_gpu: np.ndarray,
+    t_k: np.ndarray,
+    t_w: np.ndarray,
+    model_ok: np.ndarray,
+    count_ge: np.ndarray,
+    below: np.ndarray,
+) -> float:
+    """``ΔF_n`` when ``kc`` devices of node ``n`` go from ``f_old`` to ``f_new`` free milli and
+    its CPU drops by ``cpu_req`` (``gpu_req`` milli in all)."""
+    cpu_b = free[n, CPU]
+    cpu_a = cpu_b - cpu_req
+    tot_b = free[n, GPU]
+    tot_a = tot_b - gpu_req
+    delta = 0.0
+    for m in range(t_gpu.shape[0]):
+        g = t_gpu[m]
+        if g == 0 or not model_ok[n, m]:
+            delta += t_w[m] * (tot_a - tot_b)
+            continue
+        cg = count_ge[n, m]
+        bl = below[n, m]
+        fb = bl if (cpu_b >= t_cpu[m] and cg >= t_k[m]) else tot_b
+        if f_old >= g:
+            cg -= kc
+        else:
+            bl -= kc * f_old
+        if f_new >= g:
+            cg += kc
+        else:
+            bl += kc * f_new
+        fa = bl if (cpu_a >= t_cpu[m] and cg >= t_k[m]) else tot_a
+        delta += t_w[m] * (fa - fb)
+    return delta
+
+
+@kernel
+def _frag_score(delta: float, truncate: bool) -> float:
+    """Higher wins: ``−ΔF``, or the paper's ``int(100 · sigmoid(−ΔF / 1000))``."""
+    if truncate:
+        return float(int(100.0 / (1.0 + np.exp(delta / 1000.0))))
+    return -delta
+
+
+@kernel
+def _frag_best(
+    free: np.ndarray,
+    gpu_free: np.ndarray,
+    n: int,
+    cpu_req: int,
+    g: int,
+    t_cpu: np.ndarray,
+    t_gpu: np.ndarray,
+    t_k: np.ndarray,
+    t_w: np.ndarray,
+    model_ok: np.ndarray,
+    count_ge: np.ndarray,
+    below: np.ndarray,
+    truncate: bool,
+) -> tuple[float, int]:
+    """The best FGD score on node ``n`` and, for a share, the device giving it.
+
+    A share tries every device that fits (the first index wins ties; devices with equal free
+    milli give equal scores, so only the first of each is evaluated); whole GPUs take the
+    lowest-indexed fully free devices; CPU-only work changes no device. Returns device -1 when
+    no device is chosen by FGD.
+    """
+    if g == 0:
+        d0 = _frag_delta(free, n, cpu_req, 0, 0, 0, 0, t_cpu, t_gpu, t_k, t_w, model_ok,
+                         count_ge, below)  # fmt: skip
+        return _frag_score(d0, truncate), -1
+    if g >= MILLI:
+        d1 = _frag_delta(free, n, cpu_req, g, MILLI, 0, g // MILLI, t_cpu, t_gpu, t_k, t_w,
+                         model_ok, count_ge, below)  # fmt: skip
+        return _frag_score(d1, truncate), -1
+    best = -np.inf
+    best_dev = -1
+    for d in range(gpu_free.shape[1]):
+        f = gpu_free[n, d]
+        if f < g:
+            continue
+        seen = False
+        for e in range(d):
+            if gpu_free[n, e] == f:
+                seen = True
+                break
+        if seen:
+            continue
+        s = _frag_score(
+            _frag_delta(free, n, cpu_req, g, f, f - g, 1, t_cpu, t_gpu, t_k, t_w, model_ok,
+                        count_ge, below),
+            truncate,
+        )  # fmt: skip
+        if s > best:
+            best = s
+            best_dev = d
+    return best, best_dev

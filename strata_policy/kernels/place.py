@@ -1,0 +1,216 @@
+"""The placement loop: a batch of gangs, each all-or-nothing, in order, in one kernel call.
+
+For each workload, for each replica: one pass over the nodes keeps the best feasible node
+(strictly higher score wins, so ties go to the lowest index; FIRST_FIT stops at the first
+feasible node). Feasible = the workload's static mask (schedulable, selector, model), every
+column fits, the GPU fits at device level, and the spread code is present and unused by the
+gang's earlier replicas. The chosen replica is applied to ``free``/``gpu_free`` (and the FGD
+statistics) so that later replicas and later workloads see it; when a later replica of the gang
+finds no node, the earlier ones are rolled back and the per-node reasons are counted against the
+state at that moment. The caller passes copies when anything is to be applied; with a single
+one-replica workload and ``apply_last=False`` nothing is written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from strata_policy.kernels.config import kernel
+from strata_policy.kernels.fit import (
+    CPU,
+    FIRST_FIT,
+    FRAGMENTATION_AWARE,
+    GPU,
+    MILLI,
+    RANDOM,
+    _best_fit_devices,
+    _gpu_fits,
+    _node_hash,
+    _random_devices,
+    _resources_fit,
+    _score,
+)
+from strata_policy.kernels.frag import _frag_best, _frag_row
+
+
+@kernel
+def _spread_ok(spread: np.ndarray, s: int, n: int, used: np.ndarray, r: int) -> bool:
+    """The node carries the spread label and no earlier replica took its value."""
+    if s < 0:
+        return True
+    code = spread[s, n]
+    if code < 0:
+        return False
+    for i in range(r):  # noqa: SIM110  # numba compiles loops, not generator expressions
+        if used[i] == code:
+            return False
+    return True
+
+
+@kernel
+def _apply(
+    free: np.ndarray,
+    gpu_free: np.ndarray,
+    n: int,
+    req: np.ndarray,
+    devices: np.ndarray,
+    sign: int,
+) -> None:
+    """Take (``sign=1``) or give back (``sign=-1``) one replica on node ``n``."""
+    for c in range(req.shape[0]):
+        free[n, c] -= sign * req[c]
+    g = req[GPU]
+    per = g if g < MILLI else MILLI
+    for i in range(devices.shape[0]):
+        if devices[i] >= 0:
+            gpu_free[n, devices[i]] -= sign * per
+
+
+@kernel
+def _count_reasons(
+    free: np.ndarray,
+    gpu_free: np.ndarray,
+    mask: np.ndarray,
+    spread: np.ndarray,
+    s: int,
+    used: np.ndarray,
+    r: int,
+    req: np.ndarray,
+    impossible: bool,
+    counts: np.ndarray,
+) -> None:
+    """Per node passing the static mask, its first failing reason: a short column (``counts[c]``;
+    a device-level GPU shortfall counts as the gpu column), a resource no node has
+    (``counts[R + 1]``), then a spread conflict (``counts[R]``)."""
+    n_res = req.shape[0]
+    for n in range(free.shape[0]):
+        if not mask[n]:
+            continue
+        c = _resources_fit(free, n, req)
+        if c >= 0:
+            counts[c] += 1
+        elif not _gpu_fits(gpu_free, n, req[GPU]):
+            counts[GPU] += 1
+        elif impossible:
+            counts[n_res + 1] += 1
+        elif not _spread_ok(spread, s, n, used, r):
+            counts[n_res] += 1
+
+
+@kernel
+def _place_batch(
+    free: np.ndarray,
+    gpu_free: np.ndarray,
+    capacity: np.ndarray,
+    inv_cap: np.ndarray,
+    inv_max_cap: np.ndarray,
+    masks: np.ndarray,
+    mask_id: np.ndarray,
+    spread: np.ndarray,
+    spread_id: np.ndarray,
+    req: np.ndarray,
+    replicas: np.ndarray,
+    offsets: np.ndarray,
+    weights: np.ndarray,
+    seeds: np.ndarray,
+    impossible: np.ndarray,
+    policy: int,
+    apply_last: bool,
+    t_cpu: np.ndarray,
+    t_gpu: np.ndarray,
+    t_k: np.ndarray,
+    t_w: np.ndarray,
+    model_ok: np.ndarray,
+    count_ge: np.ndarray,
+    below: np.ndarray,
+    truncate: bool,
+    out_node: np.ndarray,
+    out_dev: np.ndarray,
+    out_score: np.ndarray,
+    out_fit: np.ndarray,
+    out_counts: np.ndarray,
+) -> None:
+    """Place every workload of the batch in order (see the module docstring)."""
+    n_nodes = free.shape[0]
+    n_work = req.shape[0]
+    fgd = policy == FRAGMENTATION_AWARE
+    for w in range(n_work):
+        rq = req[w]
+        wt = weights[w]
+        weight_sum = 0.0
+        for c in range(wt.shape[0]):
+            weight_sum += wt[c]
+        if weight_sum <= 0.0:
+            weight_sum = 1.0
+        mask = masks[mask_id[w]]
+        s = spread_id[w]
+        g = rq[GPU]
+        reps = replicas[w]
+        base = offsets[w]
+        used = np.empty(reps, dtype=np.int64)
+        placed = 0
+        last_score = 0.0
+        for r in range(reps):
+            if impossible[w]:
+                break
+            best = -1
+            best_score = -np.inf
+            best_dev = -1
+            for n in range(n_nodes):
+                if not mask[n]:
+                    continue
+                if _resources_fit(free, n, rq) >= 0:
+                    continue
+                if not _gpu_fits(gpu_free, n, g):
+                    continue
+                if not _spread_ok(spread, s, n, used, r):
+                    continue
+                if policy == FIRST_FIT:
+                    best = n
+                    best_score = 0.0
+                    break
+                dev = -1
+                if fgd:
+                    sc, dev = _frag_best(free, gpu_free, n, rq[CPU], g, t_cpu, t_gpu, t_k,
+                                         t_w, model_ok, count_ge, below, truncate)  # fmt: skip
+                elif policy == RANDOM:
+                    sc = float(_node_hash(seeds[w], r, n) >> np.uint64(11)) * 2.0**-53
+                else:
+                    sc = _score(policy, free, capacity, inv_cap, inv_max_cap, n, rq, wt,
+                                weight_sum)  # fmt: skip
+                if sc > best_score:
+                    best = n
+                    best_score = sc
+                    best_dev = dev
+            if best < 0:
+                break
+            row = out_dev[base + r]
+            if policy == RANDOM:
+                _random_devices(gpu_free, best, g, _node_hash(seeds[w], r, best), row)
+            elif fgd and best_dev >= 0:
+                row[:] = -1
+                row[0] = best_dev
+            else:
+                _best_fit_devices(gpu_free, best, g, row)
+            out_node[base + r] = best
+            if s >= 0:
+                used[r] = spread[s, best]
+            last_score = best_score
+            placed += 1
+            if apply_last or w < n_work - 1 or r < reps - 1:
+                _apply(free, gpu_free, best, rq, row, 1)
+                if fgd:
+                    _frag_row(gpu_free, best, t_gpu, count_ge, below)
+        out_fit[w] = placed
+        if placed == reps:
+            out_score[w] = last_score
+            continue
+        _count_reasons(free, gpu_free, mask, spread, s, used, placed, rq, impossible[w],
+                       out_counts[w])  # fmt: skip
+        for r in range(placed):
+            n = out_node[base + r]
+            _apply(free, gpu_free, n, rq, out_dev[base + r], -1)
+            if fgd:
+                _frag_row(gpu_free, n, t_gpu, count_ge, below)
+            out_node[base + r] = -1
+            out_dev[base + r] = -1

@@ -1,0 +1,182 @@
+"""Turning workloads and options into the kernel's arrays, with the caches that make it cheap.
+
+* **Static masks.** Schedulable, selector and model depend only on the (immutable) nodes and the
+  workload's selector/model, so each distinct (selector, models, wants-gpu) gets its mask and its
+  static reason counts computed once with NumPy and shared by every copy of the matrix.
+* **FGD statistics.** The per-(node, shape) ``count_ge``/``below`` statistics depend on the
+  nodes' device state and the shapes' per-device milli only. They live in ``matrix.derived``
+  with a per-node stamp; a call refreshes just the rows whose ``matrix.version`` moved since
+  (one node per committed placement), so a placement costs O(N·T) arithmetic, not O(N·T·D).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from strata_policy.kernels import FragArrays, refresh_frag_rows
+from strata_policy.model.objects import HOSTNAME_KEY, Workload
+from strata_policy.model.resources import GPU, MILLI_PER_GPU
+from strata_policy.policy.explain import MODEL_MISMATCH, SELECTOR_MISMATCH, UNSCHEDULABLE
+from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.taskmix import TaskType
+
+_MAX_CACHED = 1024
+_MAX_FRAG_CACHED = 8
+
+
+@dataclass(frozen=True, slots=True)
+class StaticMask:
+    """Nodes passing schedulable + selector + model, and how many fail each of those."""
+
+    mask: np.ndarray
+    counts: Mapping[str, int]
+
+
+def _build_mask(
+    matrix: NodeMatrix, selector: tuple[tuple[str, str], ...], models: str, wants_gpu: bool
+) -> StaticMask:
+    sched = matrix.schedulable
+    sel = np.ones(len(matrix), dtype=np.bool_)
+    for key, value in selector:
+        codes, values = matrix.label_codes(key)
+        code = values.get(value)
+        sel &= codes == (-2 if code is None else code)
+    allowed_names = {m for m in models.split("|") if m}
+    if allowed_names:
+        allowed = np.array([m in allowed_names for m in matrix.models], dtype=np.bool_)
+        model_ok = allowed[matrix.model_code]
+        if not wants_gpu:
+            model_ok |= matrix.gpu_devices == 0
+    else:
+        model_ok = np.ones(len(matrix), dtype=np.bool_)
+    mask = sched & sel & model_ok
+    counts = {
+        UNSCHEDULABLE: int((~sched).sum()),
+        SELECTOR_MISMATCH: int((sched & ~sel).sum()),
+        MODEL_MISMATCH: int((sched & sel & ~model_ok).sum()),
+    }
+    return StaticMask(np.ascontiguousarray(mask), counts)
+
+
+def static_mask(matrix: NodeMatrix, workload: Workload) -> StaticMask:
+    """The workload's static mask (cached per selector/models/wants-gpu on the matrix)."""
+    selector = tuple(sorted(workload.node_selector.items())) if workload.node_selector else ()
+    key = ("mask", selector, workload.gpu_model, workload.request.get(GPU, 0) > 0)
+    cache: dict[object, StaticMask] = matrix.shared("masks", dict)
+    found = cache.get(key)
+    if found is None:
+        if len(cache) >= _MAX_CACHED:
+            cache.clear()
+        found = _build_mask(matrix, selector, workload.gpu_model, bool(key[3]))
+        cache[key] = found
+    return found
+
+
+def spread_codes(matrix: NodeMatrix, key: str) -> np.ndarray:
+    """Per node, the code of its value of the spread key (-1 when absent)."""
+    return matrix.label_codes(key or HOSTNAME_KEY)[0]
+
+
+def seed_of(seed: int, workload_id: str) -> int:
+    """The RANDOM policy's 64-bit seed for one workload: stable across processes and hosts."""
+    digest = hashlib.blake2b(f"{seed}:{workload_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def request_row(matrix: NodeMatrix, request: Mapping[str, int]) -> tuple[np.ndarray, str]:
+    """The request as a column vector, and the first resource (by name) no column has."""
+    row = np.zeros(len(matrix.resources), dtype=np.int64)
+    missing = ""
+    col = matrix.resource_index
+    for name, amount in request.items():
+        c = col.get(name)
+        if c is not None:
+            row[c] = amount
+        elif amount > 0 and (not missing or name < missing):
+            missing = name
+    return row, missing
+
+
+def weight_rows(matrix: NodeMatrix, req: np.ndarray, weights: Mapping[str, float]) -> np.ndarray:
+    """Per workload, the score weight of each column: the options' weights when given (absent
+    = 0), else 1 for every requested resource."""
+    if not weights:
+        return (req > 0).astype(np.float64)
+    row = np.array([float(weights.get(r, 0.0)) for r in matrix.resources], dtype=np.float64)
+    return np.ascontiguousarray(np.broadcast_to(row, req.shape))
+
+
+# -- FGD -----------------------------------------------------------------------------------
+
+
+class _FragCache:
+    """Cached FGD statistics for one tuple of per-device milli, with per-node stamps."""
+
+    __slots__ = ("below", "count_ge", "stamp", "t_gpu")
+
+    def __init__(self, t_gpu: np.ndarray, n_nodes: int) -> None:
+        self.t_gpu = t_gpu
+        self.count_ge = np.zeros((n_nodes, t_gpu.shape[0]), dtype=np.int64)
+        self.below = np.zeros((n_nodes, t_gpu.shape[0]), dtype=np.int64)
+        self.stamp = np.full(n_nodes, -1, dtype=np.int64)
+
+    def copy(self) -> _FragCache:
+        other = _FragCache.__new__(_FragCache)
+        other.t_gpu = self.t_gpu
+        other.count_ge = self.count_ge.copy()
+        other.below = self.below.copy()
+        other.stamp = self.stamp.copy()
+        return other
+
+
+def shape_arrays(types: Sequence[TaskType]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per shape: cpu milli, per-device GPU milli (0 for CPU-only), device count."""
+    cpu = np.array([t.cpu_milli for t in types], dtype=np.int64)
+    gpu = np.array([t.gpu_milli for t in types], dtype=np.int64)
+    per = np.where(gpu >= MILLI_PER_GPU, MILLI_PER_GPU, gpu)
+    k = np.where(gpu >= MILLI_PER_GPU, gpu // MILLI_PER_GPU, (gpu > 0).astype(np.int64))
+    return cpu, per.astype(np.int64), k.astype(np.int64)
+
+
+def _model_ok(matrix: NodeMatrix, models: tuple[str, ...]) -> np.ndarray:
+    out = np.ones((len(matrix), len(models)), dtype=np.bool_)
+    for m, spec in enumerate(models):
+        names = {x for x in spec.split("|") if x}
+        if names:
+            allowed = np.array([x in names for x in matrix.models], dtype=np.bool_)
+            out[:, m] = allowed[matrix.model_code]
+    return out
+
+
+def frag_arrays(matrix: NodeMatrix, types: Sequence[TaskType], private: bool) -> FragArrays:
+    """The FGD inputs for ``types``, statistics refreshed; ``private`` gives copies the kernel
+    may mutate (batches and gangs), otherwise the cached arrays themselves."""
+    if not types:
+        return FragArrays.empty(len(matrix))
+    t_cpu, t_gpu, t_k = shape_arrays(types)
+    key = ("fgd", tuple(t_gpu.tolist()))
+    cache = matrix.derived.get(key)
+    if cache is None:
+        if len(matrix.derived) >= _MAX_FRAG_CACHED:
+            matrix.derived.pop(next(iter(matrix.derived)))
+        cache = _FragCache(t_gpu, len(matrix))
+        matrix.derived[key] = cache
+    stale = np.flatnonzero(cache.stamp != matrix.version)
+    if stale.size:
+        refresh_frag_rows(matrix.gpu_free, stale, t_gpu, cache.count_ge, cache.below)
+        cache.stamp[stale] = matrix.version[stale]
+    models = tuple(t.gpu_model for t in types)
+    model_cache: dict[tuple[str, ...], np.ndarray] = matrix.shared("fgd-models", dict)
+    model_ok = model_cache.get(models)
+    if model_ok is None:
+        if len(model_cache) >= _MAX_FRAG_CACHED:
+            model_cache.clear()
+        model_ok = model_cache[models] = _model_ok(matrix, models)
+    weights = np.array([t.weight for t in types], dtype=np.float64)
+    count_ge = cache.count_ge.copy() if private else cache.count_ge
+    below = cache.below.copy() if private else cache.below
+    return FragArrays(t_cpu, t_gpu, t_k, weights, model_ok, count_ge, below)
