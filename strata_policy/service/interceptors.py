@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 import structlog
 
 log = structlog.get_logger("strata.rpc")
+
+if TYPE_CHECKING:  # grpc-stubs makes these generic; the runtime classes are not subscriptable
+    ServerInterceptorBase = grpc.ServerInterceptor[Any, Any]
+else:
+    ServerInterceptorBase = grpc.ServerInterceptor
 
 
 class RpcObserver(Protocol):
@@ -40,7 +45,7 @@ def wrap_unary(
     )
 
 
-class LoggingInterceptor(grpc.ServerInterceptor[Any, Any]):
+class LoggingInterceptor(ServerInterceptorBase):
     """Logs every PolicyService RPC as one line; feeds the optional observer."""
 
     def __init__(self, observer: RpcObserver | None = None) -> None:
