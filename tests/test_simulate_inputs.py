@@ -246,5 +246,7 @@ def test_progress_is_quiet_then_draws() -> None:
     bar.update()
     bar.close()
     text = out.getvalue()
-    assert text.startswith("\r[") and "2/4 replays" in text and "~0:03 left" in text
+    assert text.startswith("\r[")
+    assert "2/4 replays" in text
+    assert "~0:03 left" in text
     assert text.endswith("\n")

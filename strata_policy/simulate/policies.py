@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from strata_policy.policy.placement import PlacementOptions
 
 from strata_policy.errors import InvalidArgument
-from strata_policy.model import Node, Policy
+from strata_policy.model import Policy
 from strata_policy.model.resources import CPU, GPU
 from strata_policy.simulate.metrics import Shape
 from strata_policy.state.taskmix import TaskType
@@ -75,15 +75,12 @@ def task_types(shapes: Sequence[Shape]) -> tuple[TaskType, ...]:
     return tuple(TaskType(s.cpu, s.gpu, s.gpu_model, s.weight) for s in shapes)
 
 
-def placement_options(
-    spec: PolicySpec, nodes: Sequence[Node], seed: int, shapes: Sequence[Shape]
-) -> PlacementOptions:
+def placement_options(spec: PolicySpec, seed: int, shapes: Sequence[Shape]) -> PlacementOptions:
     """The options one replay places with (RANDOM is seeded by the replay's seed)."""
-    weights: dict[str, float] = {}
-    if spec.policy is Policy.BEST_FIT and spec.variant == "paper":
-        largest_cpu = max((n.capacity.get(CPU, 0) for n in nodes), default=0) or 1
-        largest_gpu = max((n.capacity.get(GPU, 0) for n in nodes), default=0) or 1
-        weights = {CPU: 0.5 / largest_cpu, GPU: 0.5 / largest_gpu}
+    # The engine's BEST_FIT already measures leftovers against the cluster's largest node per
+    # resource, so the paper's Best-fit is plain weights: cpu 0.5, gpu 0.5, memory 0.
+    paper_best_fit = spec.policy is Policy.BEST_FIT and spec.variant == "paper"
+    weights = {CPU: 0.5, GPU: 0.5} if paper_best_fit else {}
     fgd = spec.policy is Policy.FRAGMENTATION_AWARE
     return PlacementOptions(
         policy=spec.policy,

@@ -71,7 +71,7 @@ def replay1(
     """Replay ``trace`` under protocol 1 with one policy and seed; see the module docstring."""
     arrivals = build_arrivals([t.workload for t in trace.workloads], trace.gpu_milli, seed, tune)
     shapes = typical_shapes(t.workload for t in trace.workloads)
-    options = placement_options(spec, trace.nodes, seed, shapes)
+    options = placement_options(spec, seed, shapes)
     engine = Engine(clock=lambda: 0)  # protocol 1 has no clock: every arrival at time 0
     engine.push_snapshot(CLUSTER_ID, shuffled_nodes(trace, seed))
     started = time.perf_counter()

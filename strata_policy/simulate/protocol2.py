@@ -132,7 +132,7 @@ def replay2(
 ) -> Replay2Result:
     """Replay ``trace`` on its own clock with one policy; see the module docstring."""
     shapes = typical_shapes(t.workload for t in trace.workloads)
-    options = placement_options(spec, trace.nodes, seed, shapes)
+    options = placement_options(spec, seed, shapes)
     rng = np.random.default_rng([seed, 1])
     nodes = tuple(trace.nodes[i] for i in rng.permutation(len(trace.nodes)))
     clock = [0]  # the replay's time, which the engine reads as its clock
