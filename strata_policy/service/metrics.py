@@ -1,0 +1,174 @@
+"""Prometheus metrics: RPCs, latency, decisions, reclaims, and per-scope quota gauges.
+
+Everything lives in the ``Metrics`` object's own ``CollectorRegistry`` (never the process-wide
+default), so several servers in one process (tests, embedders) do not collide and a scrape shows
+exactly this server. Exported series (``deploy/prometheus/alerts.yaml`` relies on these names;
+a test checks that every name a rule uses is exported):
+
+==========================================  =========================================
+``strata_rpcs_total{method,code}``           finished RPCs by gRPC status code
+``strata_rpc_duration_seconds{method}``      latency histogram
+``strata_decisions_total{method,outcome,reason}``  per-workload outcomes (first reason code)
+``strata_reclaims_total{satisfiable}``       Reclaim answers, ``"true"``/``"false"``
+``strata_reclaim_victims_total{reason}``     victims named, by ``VictimReason``
+``strata_scope_usage{cluster,scope,resource}``       usage of the scope's subtree
+``strata_scope_guarantee{cluster,scope,resource}``   guarantee
+``strata_scope_limit{cluster,scope,resource}``       limit (absent = unlimited: no series)
+``strata_scope_borrowed{cluster,scope,resource}``    usage above every guarantee on the path
+``strata_scope_at_limit{cluster,scope,resource}``    1 when usage ≥ limit, else 0
+``strata_cluster_generation{cluster}``       generation; also ``_nodes``, ``_workloads``
+==========================================  =========================================
+
+Per-scope gauges are not kept up to date on every change: a custom collector asks the engine for
+``(cluster_id, ClusterInfo)`` pairs when Prometheus scrapes, so the hot path pays nothing and a
+scrape never shows a half-applied change (each cluster is read under its lock).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from wsgiref.simple_server import WSGIServer
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from strata_policy.model import ClusterInfo, ReclaimResult, WorkloadResult
+
+log = structlog.get_logger("strata.metrics")
+
+ClusterSource = Callable[[], Iterable[tuple[str, ClusterInfo]]]
+LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0,
+)  # fmt: skip
+SCOPE_LABELS = ("cluster", "scope", "resource")
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port``, ``:port`` or ``[v6]:port`` → (host, port); an empty host means all."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"metrics address must be host:port, got {address!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class ScopeCollector(Collector):
+    """Builds per-scope and per-cluster gauges from the engine at scrape time."""
+
+    def __init__(self) -> None:
+        self.source: ClusterSource | None = None
+
+    def describe(self) -> list[Metric]:
+        """Nothing up front: the series depend on the clusters present at scrape time."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        """One family per gauge, filled from every cluster's scope statuses."""
+        families = {
+            name: GaugeMetricFamily(f"strata_scope_{name}", doc, labels=SCOPE_LABELS)
+            for name, doc in (
+                ("usage", "Usage of the scope's subtree, in base units."),
+                ("guarantee", "The scope's guarantee, in base units."),
+                ("limit", "The scope's limit, in base units (no series = unlimited)."),
+                ("borrowed", "Usage above every guarantee on the scope's path."),
+                ("at_limit", "1 when the scope's usage has reached its limit, else 0."),
+            )
+        }
+        clusters = {
+            name: GaugeMetricFamily(f"strata_cluster_{name}", doc, labels=("cluster",))
+            for name, doc in (
+                ("generation", "The cluster's generation."),
+                ("nodes", "Nodes in the cluster."),
+                ("workloads", "Admitted or placed workloads in the cluster."),
+            )
+        }
+        for cluster_id, info in self._pairs():
+            clusters["generation"].add_metric([cluster_id], info.generation)
+            clusters["nodes"].add_metric([cluster_id], info.node_count)
+            clusters["workloads"].add_metric([cluster_id], info.workload_count)
+            for s in info.scopes:
+                for name in ("usage", "guarantee", "limit", "borrowed"):
+                    for resource, amount in getattr(s, name).items():
+                        families[name].add_metric([cluster_id, s.id, resource], amount)
+                for resource, limit in s.limit.items():
+                    full = s.usage.get(resource, 0) >= limit
+                    families["at_limit"].add_metric([cluster_id, s.id, resource], int(full))
+        yield from families.values()
+        yield from clusters.values()
+
+    def _pairs(self) -> list[tuple[str, ClusterInfo]]:
+        if self.source is None:
+            return []
+        try:
+            return list(self.source())
+        except Exception:  # a scrape must never fail the server; it shows no scope series instead
+            log.exception("cluster source failed during a scrape")
+            return []
+
+
+class Metrics:
+    """The server's metrics; the servicer and interceptors call the ``observe_*`` methods."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.rpcs = Counter(
+            "strata_rpcs", "Finished RPCs by method and gRPC status code.",
+            ("method", "code"), registry=self.registry,
+        )  # fmt: skip
+        self.latency = Histogram(
+            "strata_rpc_duration_seconds", "RPC latency by method.", ("method",),
+            buckets=LATENCY_BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.decisions = Counter(
+            "strata_decisions", "Per-workload decisions by method, outcome and first reason code.",
+            ("method", "outcome", "reason"), registry=self.registry,
+        )  # fmt: skip
+        self.reclaims = Counter(
+            "strata_reclaims", "Reclaim answers by whether victims were found.",
+            ("satisfiable",), registry=self.registry,
+        )  # fmt: skip
+        self.victims = Counter(
+            "strata_reclaim_victims", "Victims named by Reclaim, by reason.",
+            ("reason",), registry=self.registry,
+        )  # fmt: skip
+        self.scopes = ScopeCollector()
+        self.registry.register(self.scopes)
+        self._http: tuple[WSGIServer, threading.Thread] | None = None
+
+    def observe_rpc(self, method: str, code: str, seconds: float) -> None:
+        """Count one finished RPC (``code`` is the status name, e.g. ``"OK"``)."""
+        self.rpcs.labels(method, code).inc()
+        self.latency.labels(method).observe(seconds)
+
+    def observe_results(self, method: str, results: Sequence[WorkloadResult]) -> None:
+        """Count the outcome of every workload of an Admit or Place batch."""
+        for r in results:
+            reason = r.reasons[0].code if r.reasons else ""
+            self.decisions.labels(method, r.decision.value, reason).inc()
+
+    def observe_reclaim(self, result: ReclaimResult) -> None:
+        """Count a Reclaim answer and the victims it named."""
+        self.reclaims.labels("true" if result.satisfiable else "false").inc()
+        for v in result.victims:
+            self.victims.labels(v.reason.value).inc()
+
+    def set_cluster_source(self, fn: ClusterSource) -> None:
+        """Where per-scope gauges come from at scrape time (``Engine.clusters``)."""
+        self.scopes.source = fn
+
+    def start_http(self, address: str) -> None:
+        """Serve ``/metrics`` on ``host:port`` from a daemon thread."""
+        host, port = split_address(address)
+        self._http = start_http_server(port, host, registry=self.registry)
+
+    def stop_http(self) -> None:
+        """Stop the ``/metrics`` endpoint (tests; the process exit does it otherwise)."""
+        if self._http is not None:
+            server, thread = self._http
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
+        self._http = None
