@@ -201,7 +201,7 @@ class Naive:
         self,
         wl: Workload,
         policy: Policy,
-        weights: Mapping[str, float] = {},  # noqa: B006  # read-only default
+        weights: Mapping[str, float] = {},  # read-only default
         seed: int = 0,
         types: Sequence[TaskType] = (),
         truncate: bool = False,

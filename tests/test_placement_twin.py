@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from naive_placement import naive_from_matrix
 
 from strata_policy.model import HOSTNAME_KEY, Node, Policy, Workload
 from strata_policy.policy.placement import PlacementOptions, place_batch, place_one
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 from strata_policy.testing import node, workload
-from naive_placement import naive_from_matrix
 
 MODELS = ["", "A", "B"]
 
