@@ -59,16 +59,16 @@ class Sim:
         self.tree.refund(rw.workload.scope_id, rw.workload.total)
 
 
-def pending(draw: st.DrawFn, tree: QuotaTree, n: int) -> Workload:
+def pending(data: st.DataObject, tree: QuotaTree, n: int) -> Workload:
     """A random workload in a random scope of ``tree``."""
     return Workload(
         id=f"w{n}",
-        scope_id=draw(st.sampled_from(sorted(tree.scopes))),
-        request=draw(amounts(6)),
-        replicas=draw(st.integers(1, 2)),
-        priority=draw(st.integers(0, 3)),
+        scope_id=data.draw(st.sampled_from(sorted(tree.scopes))),
+        request=data.draw(amounts(6)),
+        replicas=data.draw(st.integers(1, 2)),
+        priority=data.draw(st.integers(0, 3)),
         # most workloads preemptible, as in a real cluster
-        preemptible=draw(st.sampled_from([True, True, True, False])),
+        preemptible=data.draw(st.sampled_from([True, True, True, False])),
     )
 
 
@@ -123,7 +123,7 @@ def test_engine_loop_keeps_every_invariant(tree_scopes: list[Scope], data: st.Da
         if sim.running and data.draw(st.integers(0, 5)) == 0:
             sim.release(data.draw(st.sampled_from(sorted(sim.running))))
             continue
-        w = pending(data.draw, sim.tree, n)
+        w = pending(data, sim.tree, n)
         before = usages(sim.tree)
         result = decide_admit(sim.tree, sim.running, w, sim.capacity)
         assert usages(sim.tree) == before
@@ -179,7 +179,7 @@ def test_batch_order_yields_each_index_once(
 ) -> None:
     """Every order yields a permutation of the batch, whatever the caller charges between."""
     tree = QuotaTree.build(tree_scopes)
-    batch = [pending(data.draw, tree, n) for n in range(data.draw(st.integers(0, 12)))]
+    batch = [pending(data, tree, n) for n in range(data.draw(st.integers(0, 12)))]
     capacity = data.draw(amounts(30))
     seen = []
     for i in batch_order(tree, batch, order, capacity):
