@@ -31,6 +31,7 @@ test: $(STAMP) node_modules/.installed ## Lint, type-check and run every test (P
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest
+	node --test tests/node/
 
 lint: $(STAMP) node_modules/.installed ## ruff, buf lint and buf format
 	$(VENV)/bin/ruff check .

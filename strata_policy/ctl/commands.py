@@ -17,10 +17,9 @@ from strata_policy.ctl.openb import snapshot_from_openb
 from strata_policy.model.resources import parse_resources
 from strata_policy.service.client import Client, RpcError
 
-Sub = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
-def register(sub: Sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``ctl`` and its commands."""
     ctl = sub.add_parser("ctl", help="operate a running server")
     ctl.add_argument("--address", default=os.environ.get("STRATA_ADDRESS", "127.0.0.1:50051"))
