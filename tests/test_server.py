@@ -1,0 +1,78 @@
+"""The server as a user runs it: health, reflection, JSON logs, and a graceful SIGTERM drain."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
+
+from strata_policy.service.client import Client
+from strata_policy.service.server import Server
+
+
+def test_health_and_reflection(server: Server, client: Client) -> None:
+    """Health says SERVING for the service and overall; reflection lists PolicyService."""
+    assert client.health() == "SERVING"
+    assert client.health("strata.policy.v1.PolicyService") == "SERVING"
+    services = ProtoReflectionDescriptorDatabase(client.channel).get_services()
+    assert "strata.policy.v1.PolicyService" in services
+    assert "grpc.health.v1.Health" in services
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_logs_rpcs_and_drains_on_sigterm() -> None:
+    """`strata-policy serve` logs one JSON line per RPC and exits 0 after draining on SIGTERM."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "strata_policy.cli", "serve", "--address", f"127.0.0.1:{port}"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        health = health_pb2_grpc.HealthStub(channel)
+        deadline = time.monotonic() + 120
+        status = None
+        while time.monotonic() < deadline:
+            try:
+                status = health.Check(health_pb2.HealthCheckRequest(), timeout=2).status
+            except grpc.RpcError:
+                status = None
+            if status == health_pb2.HealthCheckResponse.SERVING:
+                break
+            time.sleep(0.2)
+        assert status == health_pb2.HealthCheckResponse.SERVING
+        client = Client(f"127.0.0.1:{port}")
+        client.call("PushSnapshot", {"clusterId": "logs", "snapshot": {}, "requestId": "r-9"})
+        client.close()
+        channel.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    rpc = next(x for x in lines if x.get("event") == "rpc")
+    assert rpc["method"] == "PushSnapshot"
+    assert (rpc["cluster_id"], rpc["request_id"], rpc["generation"], rpc["code"]) == (
+        "logs",
+        "r-9",
+        1,
+        "OK",
+    )
+    assert "duration_ms" in rpc
+    events = [x["event"] for x in lines]
+    assert events.index("serving") < events.index("draining") < events.index("stopped")
