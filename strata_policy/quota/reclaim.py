@@ -98,6 +98,7 @@ class _Branches:
     claimant: str  # s', "" when t is in s's own branch (no reclaim across branches)
     lender: str  # t'
     in_blocking: bool  # t is in the subtree of the blocking scope
+    lendable: frozenset[str] = frozenset()  # short resources s' may reclaim from t' right now
 
 
 def find_victims(
@@ -195,7 +196,8 @@ class _Walk:
 
     def _still_valid(self, cand: _Candidate, short: frozenset[str]) -> bool:
         """The reclaim test again, at the moment the candidate is reached."""
-        return _lends(self.tree, cand.claimant, cand.lender, cand.total, q=self.q, short=short)
+        lendable = _lendable(self.tree, cand.claimant, cand.lender, q=self.q, short=short)
+        return any(r in lendable for r in cand.total)
 
 
 def _ordered_candidates(
@@ -212,19 +214,26 @@ def _ordered_candidates(
     branches: dict[str, _Branches] = {}
     reclaim: list[_Candidate] = []
     priority: list[_Candidate] = []
-    for rw in running.values():
+    for rw in running.values():  # O(running): per workload only cached per-scope facts
         v = rw.workload
         if not v.preemptible or v.id == workload.id:
             continue
         b = branches.get(v.scope_id)
         if b is None:
-            b = branches[v.scope_id] = _branches(tree, s_path, s_index, v.scope_id, blocking)
-        total = {r: a for r, a in v.total.items() if a > 0}
-        if b.claimant and _lends(tree, b.claimant, b.lender, total, q=q, short=short):
+            b = _branches(tree, s_path, s_index, v.scope_id, blocking)
+            if b.claimant:
+                lendable = _lendable(tree, b.claimant, b.lender, q=q, short=short)
+                b = _Branches(b.claimant, b.lender, b.in_blocking, lendable)
+            branches[v.scope_id] = b
+        lower = b.in_blocking and v.priority < workload.priority
+        if not lower and not b.lendable:
+            continue
+        total = {r: a * v.replicas for r, a in v.request.items() if a > 0}
+        if any(r in b.lendable for r in total):
             reclaim.append(
                 _Candidate(rw, VictimReason.RECLAIM_BORROWED, total, b.claimant, b.lender)
             )
-        if b.in_blocking and v.priority < workload.priority:
+        if lower:
             priority.append(_Candidate(rw, VictimReason.LOWER_PRIORITY, total))
     reclaim.sort(key=_order_key)
     priority.sort(key=_order_key)
@@ -250,28 +259,28 @@ def _branches(
     return _Branches(s_path[-1], t_path[-1], in_blocking)  # they meet at the virtual root
 
 
-def _lends(
+def _lendable(
     tree: QuotaTree,
     claimant: str,
     lender: str,
-    total: Mapping[str, int],
     *,
     q: Mapping[str, int],
     short: frozenset[str],
-) -> bool:
-    """The reclaim-candidate test of DESIGN §2 on the current usage.
+) -> frozenset[str]:
+    """The reclaim-candidate test of DESIGN §2 on the current usage, per resource.
 
-    True when, for some still-short resource ``r`` the victim uses, the lender branch ``t'``
-    holds more than its guarantee and the claimant branch ``s'`` stays within its own guarantee
-    with ``w`` admitted (absent guarantees count as 0).
+    The still-short resources ``r`` on which the lender branch ``t'`` holds more than its
+    guarantee while the claimant branch ``s'`` stays within its own guarantee with ``w``
+    admitted (absent guarantees count as 0). A running workload in ``t'`` is a reclaim
+    candidate when it uses one of them.
     """
     lent, own = tree.usage(lender), tree.usage(claimant)
     lender_g, claimant_g = tree.scopes[lender].guarantee, tree.scopes[claimant].guarantee
-    return any(
-        r in short
-        and lent.get(r, 0) > lender_g.get(r, 0)
+    return frozenset(
+        r
+        for r in short
+        if lent.get(r, 0) > lender_g.get(r, 0)
         and own.get(r, 0) + q.get(r, 0) <= claimant_g.get(r, 0)
-        for r in total
     )
 
 
