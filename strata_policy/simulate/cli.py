@@ -7,8 +7,11 @@ The lead's ``strata_policy/cli.py`` calls ``register(subparsers)``; the parser i
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
+
+import structlog
 
 from strata_policy.errors import InvalidArgument
 from strata_policy.simulate.arrivals import DEFAULT_TUNE
@@ -89,6 +92,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(handler=run)
 
 
+def quiet_engine_logs() -> None:
+    """Keep the engine's per-call info logs off the table: a replay makes thousands of calls."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
 def parse_seeds(text: str) -> tuple[int, ...]:
     """``42``, ``42-51`` (inclusive) or ``42,45,50-51`` into seeds, order kept."""
     seeds: list[int] = []
@@ -137,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
     except InvalidArgument as exc:
         print(f"strata-policy simulate: {exc}", file=sys.stderr)
         return 2
+    quiet_engine_logs()
     progress = Progress(len(jobs), enabled=not args.no_progress)
     with executor_for(args.jobs, args.dask) as executor:
         results: list[Replay] = run_sweep(jobs, executor, progress)

@@ -18,11 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from strata_policy.policy.placement import PlacementOptions
-
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import Policy
 from strata_policy.model.resources import CPU, GPU
+from strata_policy.policy.placement import PlacementOptions
 from strata_policy.simulate.metrics import Shape
 from strata_policy.state.taskmix import TaskType
 

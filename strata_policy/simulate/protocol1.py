@@ -33,6 +33,7 @@ from strata_policy.simulate.metrics import (
 )
 from strata_policy.simulate.policies import PolicySpec, placement_options
 from strata_policy.simulate.trace import Trace
+from strata_policy.state.store import Limits
 
 CLUSTER_ID = "simulate"
 
@@ -72,7 +73,9 @@ def replay1(
     arrivals = build_arrivals([t.workload for t in trace.workloads], trace.gpu_milli, seed, tune)
     shapes = typical_shapes(t.workload for t in trace.workloads)
     options = placement_options(spec, seed, shapes)
-    engine = Engine(clock=lambda: 0)  # protocol 1 has no clock: every arrival at time 0
+    # Protocol 1 has no clock (every arrival at time 0) and one batch may exceed the server's
+    # default batch limit, which guards a network API, not an in-process replay.
+    engine = Engine(clock=lambda: 0, limits=Limits(max_batch=max(len(arrivals), 1)))
     engine.push_snapshot(CLUSTER_ID, shuffled_nodes(trace, seed))
     started = time.perf_counter()
     if per_arrival:

@@ -94,6 +94,15 @@ def run_sweep(
     runner: Callable[[ReplayJob], Replay] = run_job,
 ) -> list[Replay]:
     """Submit every job, report each as it finishes, return the results in job order."""
+    if isinstance(executor, _InlineExecutor):  # one by one here, so the bar moves as they finish
+        done = []
+        for job in jobs:
+            done.append(runner(job))
+            if progress is not None:
+                progress.update()
+        if progress is not None:
+            progress.close()
+        return done
     futures = [executor.submit(runner, job) for job in jobs]
     for future in cf.as_completed(futures):
         future.result()  # a failed replay stops the sweep with its own error

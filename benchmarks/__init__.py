@@ -1,0 +1,1 @@
+"""Benchmarks: each bench_*.py exposes run() -> list[str] (markdown lines)."""
