@@ -119,9 +119,10 @@ def find_victims(
     q = requested(workload)
     check = check_admit(tree, workload, capacity)
     walk = _Walk(tree, path, q, capacity, fits_after)
-    if not walk.short(()):
+    short = walk.short(())
+    if not short:
         return ReclaimPlan(satisfiable=True, borrowed=check.borrowed)
-    order = _ordered_candidates(tree, running, workload, check.blocking_scope, walk.short(()))
+    order = _ordered_candidates(tree, running, workload, check.blocking_scope, short)
     try:
         if walk.greedy(order):
             walk.fill_back()
@@ -154,7 +155,9 @@ class _Walk:
         quota = shortfall(self.tree, self.path, self.q, self.capacity)
         if quota or self.fits_after is None or self.fits_after(victim_ids):
             return quota
-        return frozenset(self.q) or frozenset({""})  # placement-short: every requested resource
+        # Placement-short: every requested resource counts; a workload requesting nothing that
+        # still cannot be placed gets a non-resource marker, so no candidate can help it.
+        return frozenset(self.q) or frozenset({""})
 
     def ids(self) -> tuple[str, ...]:
         """The ids of the victims taken so far, in order."""
