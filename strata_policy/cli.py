@@ -17,8 +17,8 @@ from typing import Any
 import structlog
 
 from strata_policy.ctl import commands
-from strata_policy.service.server import ServerConfig, serve
-from strata_policy.state.store import Limits
+from strata_policy.service.config import ServerConfig
+from strata_policy.state.limits import Limits
 
 
 def _env(name: str, default: str) -> str:
@@ -82,6 +82,8 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    from strata_policy.service.server import serve  # noqa: PLC0415  # keeps `ctl` start-up light
+
     configure_logging(args.log_level, args.log_format)
     config = ServerConfig(
         address=args.address,

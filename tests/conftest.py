@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, settings
 
 from strata_policy.engine import Engine
 from strata_policy.service.client import Client
-from strata_policy.service.server import Server, ServerConfig
+from strata_policy.service.config import ServerConfig
+from strata_policy.service.server import Server
 
 settings.register_profile(
     "strata", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

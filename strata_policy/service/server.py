@@ -14,7 +14,6 @@ import signal
 import threading
 import time
 from concurrent import futures
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -27,9 +26,9 @@ from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 
 from strata_policy.engine import Engine
 from strata_policy.kernels import warmup
+from strata_policy.service.config import ServerConfig
 from strata_policy.service.interceptors import LoggingInterceptor
 from strata_policy.service.servicer import PolicyServicer
-from strata_policy.state.store import Limits
 
 if TYPE_CHECKING:
     from strata_policy.service.metrics import Metrics
@@ -37,25 +36,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("strata.server")
 SERVICE_NAME = svc.DESCRIPTOR.services_by_name["PolicyService"].full_name
-
-
-@dataclass(frozen=True, slots=True)
-class ServerConfig:
-    """Everything ``strata-policy serve`` takes (flags and ``STRATA_*`` variables)."""
-
-    address: str = "127.0.0.1:50051"
-    workers: int = 8
-    max_message_bytes: int = 256 * 1024 * 1024
-    max_concurrent_rpcs: int = 256
-    drain_seconds: float = 0.0
-    grace_seconds: float = 10.0
-    tls_cert: str = ""
-    tls_key: str = ""
-    tls_client_ca: str = ""
-    token_file: str = ""
-    state_dir: str = ""
-    metrics_address: str = ""
-    limits: Limits = field(default_factory=Limits)
 
 
 class Server:

@@ -11,37 +11,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from strata_policy.errors import ClusterNotFound, SizeLimitExceeded
+
+__all__ = ["Limits", "Slot", "Store"]
 from strata_policy.state.cluster import ClusterState
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Size limits; exceeding one is RESOURCE_EXHAUSTED naming the limit."""
-
-    max_clusters: int = 1_000
-    max_nodes: int = 200_000
-    max_scopes: int = 100_000
-    max_workloads: int = 2_000_000
-    max_batch: int = 10_000
-    idempotency_entries: int = 10_000
-
-    def check_sizes(self, nodes: int, scopes: int, workloads: int) -> None:
-        """Raise ``SizeLimitExceeded`` for the first size above its limit."""
-        for name, value, maximum in (
-            ("max_nodes", nodes, self.max_nodes),
-            ("max_scopes", scopes, self.max_scopes),
-            ("max_workloads", workloads, self.max_workloads),
-        ):
-            if value > maximum:
-                raise SizeLimitExceeded(name, value, maximum)
-
-    def check_batch(self, size: int) -> None:
-        """Raise ``SizeLimitExceeded`` when a batch is too large."""
-        if size > self.max_batch:
-            raise SizeLimitExceeded("max_batch", size, self.max_batch)
+from strata_policy.state.limits import Limits
 
 
 class Slot:
