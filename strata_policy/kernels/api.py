@@ -66,12 +66,12 @@ class BatchArrays:
 def _check(name: str, a: np.ndarray, dtype: np.dtype, shape: tuple[int | None, ...]) -> None:
     if a.dtype != dtype:
         raise ValueError(f"{name}: dtype {a.dtype}, expected {dtype}")
-    if a.ndim != len(shape) or any(
-        e is not None and e != s for e, s in zip(shape, a.shape, strict=True)
-    ):
-        raise ValueError(f"{name}: shape {a.shape}, expected {shape}")
-    if not a.flags.c_contiguous:
-        raise ValueError(f"{name}: not C-contiguous")
+    got = a.shape
+    if len(got) != len(shape) or not a.flags.c_contiguous:
+        raise ValueError(f"{name}: shape {got} (C-contiguous), expected {shape}")
+    for want, have in zip(shape, got, strict=True):
+        if want is not None and want != have:
+            raise ValueError(f"{name}: shape {got}, expected {shape}")
 
 
 def place_batch_arrays(
@@ -127,10 +127,12 @@ def place_batch_arrays(
         _check(name, a, dt, shape)
     if r < 3:
         raise ValueError("the first three columns must be cpu, memory, gpu")
-    if w and (mask_id.min() < 0 or mask_id.max() >= masks.shape[0]):
+    if w > 1 and (mask_id.min() < 0 or mask_id.max() >= masks.shape[0]):
         raise ValueError("mask_id out of range")
-    if w and (spread_id.min() < -1 or spread_id.max() >= spread.shape[0]):
+    if w > 1 and (spread_id.min() < -1 or spread_id.max() >= spread.shape[0]):
         raise ValueError("spread_id out of range")
+    if w == 1 and not (0 <= mask_id[0] < masks.shape[0] and -1 <= spread_id[0] < len(spread)):
+        raise ValueError("mask_id or spread_id out of range")
     if w and replicas.min() < 1:
         raise ValueError("replicas must be at least 1")
     offsets = np.zeros(w, dtype=np.int64)

@@ -22,3 +22,8 @@ F = TypeVar("F", bound=Callable[..., object])
 def kernel(fn: F) -> F:
     """Compile ``fn`` lazily with the project's JIT flags."""
     return cast(F, njit(fn, nogil=JIT["nogil"], cache=JIT["cache"]))
+
+
+def inline_kernel(fn: F) -> F:
+    """A small helper inlined into its callers at numba IR level (hot per-node checks)."""
+    return cast(F, njit(fn, nogil=JIT["nogil"], cache=JIT["cache"], inline="always"))

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from strata_policy.kernels.config import kernel
+from strata_policy.kernels.config import inline_kernel, kernel
 
 CPU = 0
 GPU = 2
@@ -37,7 +37,7 @@ _S31 = np.uint64(31)
 _S11 = np.uint64(11)
 
 
-@kernel
+@inline_kernel
 def _mix64(x: np.uint64) -> np.uint64:
     """SplitMix64's finaliser: a bijective hash of 64 bits (the RANDOM policy's source)."""
     x = (x ^ (x >> _S30)) * _M1
@@ -45,7 +45,7 @@ def _mix64(x: np.uint64) -> np.uint64:
     return x ^ (x >> _S31)
 
 
-@kernel
+@inline_kernel
 def _node_hash(seed: np.uint64, replica: int, n: int) -> np.uint64:
     """The RANDOM policy's draw for replica ``replica`` on node ``n``."""
     return _mix64(seed ^ _mix64(np.uint64(n) * _GOLDEN + np.uint64(replica)))
@@ -57,7 +57,7 @@ def _device_draw(h: np.uint64, i: int) -> np.uint64:
     return _mix64(h ^ (_DEVICE_SALT + np.uint64(i)))
 
 
-@kernel
+@inline_kernel
 def _resources_fit(free: np.ndarray, n: int, req: np.ndarray) -> int:
     """-1 when every column fits, else the first short column."""
     for c in range(req.shape[0]):
@@ -66,7 +66,7 @@ def _resources_fit(free: np.ndarray, n: int, req: np.ndarray) -> int:
     return -1
 
 
-@kernel
+@inline_kernel
 def _gpu_fits(gpu_free: np.ndarray, n: int, g: int) -> bool:
     """Device-level GPU fit: a share needs one device with ``>= g``; ``k × 1000`` k free ones."""
     if g == 0:
@@ -130,7 +130,7 @@ def _random_devices(gpu_free: np.ndarray, n: int, g: int, h: np.uint64, out: np.
     out[:need] = chosen
 
 
-@kernel
+@inline_kernel
 def _score(
     policy: int,
     free: np.ndarray,

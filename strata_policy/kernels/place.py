@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from strata_policy.kernels.config import kernel
+from strata_policy.kernels.config import inline_kernel, kernel
 from strata_policy.kernels.fit import (
     CPU,
     FIRST_FIT,
@@ -33,7 +33,7 @@ from strata_policy.kernels.fit import (
 from strata_policy.kernels.frag import _frag_best, _frag_row
 
 
-@kernel
+@inline_kernel
 def _spread_ok(spread: np.ndarray, s: int, n: int, used: np.ndarray, r: int) -> bool:
     """The node carries the spread label and no earlier replica took its value."""
     if s < 0:

@@ -142,6 +142,27 @@ def shape_arrays(types: Sequence[TaskType]) -> tuple[np.ndarray, np.ndarray, np.
     return cpu, per.astype(np.int64), k.astype(np.int64)
 
 
+_ShapeArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]
+_SHAPES: dict[tuple[TaskType, ...], _ShapeArrays] = {}
+_LAST: list[tuple[tuple[TaskType, ...], _ShapeArrays]] = []
+
+
+def _shape_cache(types: tuple[TaskType, ...]) -> _ShapeArrays:
+    """The shape arrays of ``types``, cached (the same typical mix is used call after call)."""
+    if _LAST and _LAST[0][0] is types:
+        return _LAST[0][1]
+    found = _SHAPES.get(types)
+    if found is None:
+        if len(_SHAPES) >= _MAX_FRAG_CACHED:
+            _SHAPES.clear()
+        t_cpu, t_gpu, t_k = shape_arrays(types)
+        t_w = np.array([t.weight for t in types], dtype=np.float64)
+        found = (t_cpu, t_gpu, t_k, t_w, tuple(t.gpu_model for t in types))
+        _SHAPES[types] = found
+    _LAST[:] = [(types, found)]  # identity fast path: the same tuple again skips hashing
+    return found
+
+
 def _model_ok(matrix: NodeMatrix, models: tuple[str, ...]) -> np.ndarray:
     out = np.ones((len(matrix), len(models)), dtype=np.bool_)
     for m, spec in enumerate(models):
@@ -157,7 +178,9 @@ def frag_arrays(matrix: NodeMatrix, types: Sequence[TaskType], private: bool) ->
     may mutate (batches and gangs), otherwise the cached arrays themselves."""
     if not types:
         return FragArrays.empty(len(matrix))
-    t_cpu, t_gpu, t_k = shape_arrays(types)
+    t_cpu, t_gpu, t_k, weights, models = _shape_cache(
+        types if isinstance(types, tuple) else tuple(types)
+    )
     key = ("fgd", tuple(t_gpu.tolist()))
     cache = matrix.derived.get(key)
     if cache is None:
@@ -169,14 +192,12 @@ def frag_arrays(matrix: NodeMatrix, types: Sequence[TaskType], private: bool) ->
     if stale.size:
         refresh_frag_rows(matrix.gpu_free, stale, t_gpu, cache.count_ge, cache.below)
         cache.stamp[stale] = matrix.version[stale]
-    models = tuple(t.gpu_model for t in types)
     model_cache: dict[tuple[str, ...], np.ndarray] = matrix.shared("fgd-models", dict)
     model_ok = model_cache.get(models)
     if model_ok is None:
         if len(model_cache) >= _MAX_FRAG_CACHED:
             model_cache.clear()
         model_ok = model_cache[models] = _model_ok(matrix, models)
-    weights = np.array([t.weight for t in types], dtype=np.float64)
     count_ge = cache.count_ge.copy() if private else cache.count_ge
     below = cache.below.copy() if private else cache.below
     return FragArrays(t_cpu, t_gpu, t_k, weights, model_ok, count_ge, below)

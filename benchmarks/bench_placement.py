@@ -1,0 +1,186 @@
+"""Placement speed as ratios taken in one run (DESIGN §6): never asserted, only reported.
+
+* One placement over N nodes (R = 3: cpu, memory, gpu) against one ``numpy.sum`` over the same
+  N × R int64 matrix, at N = 10,000 and 100,000: the kernel call alone and ``place_one``.
+* A batch of 10,000 single-replica workloads onto 10,000 nodes: ``place_batch`` beside a
+  straightforward NumPy implementation and a pure-Python one (both LEAST_ALLOCATED with
+  device-level GPU shares; the slow ones run on a prefix of the batch and are scaled).
+* FRAGMENTATION_AWARE ``place_one`` + commit on the openb GPU node list with the trace's pods.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from strata_policy import kernels
+from strata_policy.model import Node, Policy, Workload
+from strata_policy.policy.placement import PlacementOptions, place_batch, place_one
+from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.taskmix import TaskMix
+from strata_policy.testing import node, workload
+
+OPENB = Path(__file__).resolve().parents[2] / "shared" / "data" / "openb"
+
+
+def _per_call(fn: Callable[[], object], repeat: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeat):
+            fn()
+        best = min(best, (time.perf_counter() - start) / repeat)
+    return best
+
+
+def _cluster(n: int, seed: int = 0) -> NodeMatrix:
+    rng = np.random.default_rng(seed)
+    cpus = rng.choice([32, 64, 128], n)
+    gpus = rng.choice([0, 4, 8], n)
+    return NodeMatrix.from_nodes(
+        [node(f"n{i}", cpu=int(cpus[i]), memory_gi=512, gpus=int(gpus[i])) for i in range(n)]
+    )
+
+
+def _batch(n: int, seed: int = 1) -> list[Workload]:
+    rng = np.random.default_rng(seed)
+    return [
+        workload(
+            f"w{i}",
+            "s",
+            cpu=float(rng.choice([1, 2, 4])),
+            memory_gi=float(rng.choice([1, 4])),
+            gpu_milli=int(rng.choice([0, 250, 500, 1000])),
+        )
+        for i in range(n)
+    ]
+
+
+def _numpy_batch(m: NodeMatrix, wls: list[Workload]) -> int:
+    """The straightforward NumPy version: vectorised feasibility and score per workload."""
+    free, dev, inv = m.free.copy(), m.gpu_free.copy(), m.inv_capacity
+    placed = 0
+    for wl in wls:
+        req = np.array([wl.request.get(r, 0) for r in m.resources])
+        g = req[2]
+        ok = m.schedulable & (free >= req).all(axis=1)
+        if 0 < g < 1000:
+            ok &= (dev >= g).any(axis=1)
+        elif g:
+            ok &= (dev == 1000).sum(axis=1) >= g // 1000
+        w = (req > 0).astype(float)
+        score = np.where(ok, ((free - req) * inv * w).sum(axis=1), -np.inf)
+        n = int(np.argmax(score))
+        if not ok[n]:
+            continue
+        free[n] -= req
+        if 0 < g < 1000:
+            d = int(np.argmin(np.where(dev[n] >= g, dev[n], 10**9)))
+            dev[n, d] -= g
+        placed += 1
+    return placed
+
+
+def _python_batch(m: NodeMatrix, wls: list[Workload]) -> int:
+    """The pure-Python version over lists."""
+    free = m.free.tolist()
+    dev = [[d for d in row if d >= 0] for row in m.gpu_free.tolist()]
+    cap = m.capacity.tolist()
+    placed = 0
+    for wl in wls:
+        req = [wl.request.get(r, 0) for r in m.resources]
+        g = req[2]
+        best, best_score = -1, -1.0
+        for n, row in enumerate(free):
+            if any(f < r for f, r in zip(row, req, strict=True)):
+                continue
+            if 0 < g < 1000 and not any(d >= g for d in dev[n]):
+                continue
+            s = sum((f - r) / c for f, r, c in zip(row, req, cap[n], strict=True) if r)
+            if s > best_score:
+                best, best_score = n, s
+        if best >= 0:
+            free[best] = [f - r for f, r in zip(free[best], req, strict=True)]
+            placed += 1
+    return placed
+
+
+def _openb() -> tuple[list[Node], list[Workload]]:
+    with (OPENB / "openb_node_list_gpu_node.csv").open() as f:
+        nodes = [
+            Node(
+                r["sn"],
+                {"cpu": int(r["cpu_milli"]), "memory": int(r["memory_mib"]) << 20,
+                 "gpu": int(r["gpu"]) * 1000},
+                gpu_model=r["model"],
+            )
+            for r in csv.DictReader(f)
+        ]  # fmt: skip
+    with (OPENB / "openb_pod_list_default.csv").open() as f:
+        pods = []
+        for r in csv.DictReader(f):
+            k, g = int(r["num_gpu"]), int(r["gpu_milli"])
+            request = {"cpu": int(r["cpu_milli"]), "memory": int(r["memory_mib"]) << 20,
+                       "gpu": g if k == 1 else k * 1000}  # fmt: skip
+            pods.append(Workload(r["name"], "s", request, gpu_model=r["gpu_spec"]))
+    return nodes, pods
+
+
+def run() -> list[str]:
+    """Measure and return the markdown table's lines."""
+    kernels.warmup()
+    lines = ["| placement | figure | ratio |", "|---|---|---|"]
+    wl = workload("one", "s", cpu=4, memory_gi=16, gpu_milli=500)
+    opts = PlacementOptions()
+    for n in (10_000, 100_000):
+        m = _cluster(n)
+        base = _per_call(lambda m=m: m.capacity.sum(), 200)  # type: ignore[misc]
+        one = _per_call(lambda m=m: place_one(m, wl, opts), 50)  # type: ignore[misc]
+        lines.append(
+            f"| place_one LEAST_ALLOCATED, N={n}, R=3 | {one * 1e6:.0f} µs vs numpy.sum "
+            f"{base * 1e6:.0f} µs | {one / base:.1f}× sum (bar ≤ 3×) |"
+        )
+    m = _cluster(10_000)
+    wls = _batch(10_000)
+    start = time.perf_counter()
+    place_batch(m, wls, opts)
+    ours = len(wls) / (time.perf_counter() - start)
+    start = time.perf_counter()
+    _numpy_batch(m, wls[:500])
+    numpy_rate = 500 / (time.perf_counter() - start)
+    start = time.perf_counter()
+    _python_batch(m, wls[:20])
+    python_rate = 20 / (time.perf_counter() - start)
+    lines.append(
+        f"| place_batch 10k onto 10k | {ours:,.0f} placements/s (bar ≥ 50,000) | "
+        f"{ours / numpy_rate:.1f}× NumPy ({numpy_rate:,.0f}/s), "
+        f"{ours / python_rate:.0f}× pure Python ({python_rate:,.0f}/s) |"
+    )
+    if OPENB.exists():
+        nodes, pods = _openb()
+        mix = TaskMix()
+        for p in pods:
+            mix.observe(p)
+        fgd = PlacementOptions(policy=Policy.FRAGMENTATION_AWARE, task_types=mix.typical())
+        m = NodeMatrix.from_nodes(nodes)
+        order = np.random.default_rng(42).permutation(len(pods))[:3000]
+        start = time.perf_counter()
+        for i in order:
+            out = place_one(m, pods[i], fgd)
+            for p in out.placements:
+                m.allocate(m.index[p.node_id], pods[i].request, p.gpu_devices)
+        per = (time.perf_counter() - start) / len(order)
+        lines.append(
+            f"| FGD place_one + commit, openb 1,213 nodes, {len(fgd.task_types)} shapes | "
+            f"{per * 1e6:.0f} µs per pod (aim ≪ 200 µs) | - |"
+        )
+    return lines
+
+
+if __name__ == "__main__":
+    print("\n".join(run()))
