@@ -23,10 +23,13 @@ from strata_policy.model import (
     Workload,
     WorkloadResult,
 )
-from strata_policy.policy.placement import PlacementOptions, place_one
+from strata_policy.policy.placement import PlacementOptions, place_batch, place_one
 from strata_policy.quota import batch_order, decide_admit
 from strata_policy.state.cluster import ClusterState, Transaction
 from strata_policy.usecases.requests import check_ids, check_new_workloads
+
+FAST_PATH_MIN = 32  # batches from this size place in chunks through one kernel call each
+FAST_PATH_MAX = 4096
 
 
 def admit(
@@ -68,6 +71,9 @@ def place(
     batch = [*known, *workloads]
     admitted = len(known)
     options = _with_mix(state, options)
+    if not known and order is not Order.FAIR and len(workloads) >= FAST_PATH_MIN:
+        fast = _admit_and_place_fast(state, txn, workloads, order, options, now_ms)
+        return lambda generation: BatchResult(generation, tuple(fast))
     results: list[WorkloadResult] = []
     for i in batch_order(state.tree, batch, order, state.capacity):
         w = batch[i]
@@ -76,6 +82,74 @@ def place(
         else:
             results.append(_admit_and_place(state, txn, w, options, now_ms))
     return lambda generation: BatchResult(generation, tuple(results))
+
+
+def _admit_and_place_fast(
+    state: ClusterState,
+    txn: Transaction,
+    workloads: Sequence[Workload],
+    order: Order,
+    options: PlacementOptions,
+    now_ms: int,
+) -> list[WorkloadResult]:
+    """The same answers as the one-by-one loop, with placement done in chunks by one kernel call.
+
+    For a chunk: decide quota one by one (charging the admitted), then ``place_batch`` the
+    admitted ones in one call. If every admitted workload was placed, the chunk is exactly what
+    the one-by-one loop would have done, and is committed. Otherwise everything up to the first
+    unplaced workload still is (nothing before it differs); the chunk is rolled back, that prefix
+    and the unplaced workload are redone exactly, and the next chunk starts right after it,
+    smaller. Chunks double while they succeed, so a batch that mostly fits costs a few kernel
+    calls, and one that mostly does not fits degrades to the one-by-one cost.
+    """
+    ordered = list(batch_order(state.tree, workloads, order, state.capacity))  # static orders
+    results: list[WorkloadResult] = []
+    pos, chunk = 0, FAST_PATH_MIN
+    while pos < len(ordered):
+        indexes = ordered[pos : pos + chunk]
+        mark = txn.mark()
+        decisions: list[WorkloadResult] = []
+        admitted: list[Workload] = []
+        for i in indexes:
+            w = workloads[i]
+            decision = decide_admit(state.tree, state.workloads, w, state.capacity)
+            decisions.append(decision)
+            if decision.decision is Decision.ADMITTED:
+                state.add(RunningWorkload(w, (), now_ms))
+                admitted.append(w)
+        outcomes = place_batch(state.matrix, admitted, options)
+        failed = next((k for k, o in enumerate(outcomes) if not o.placed), None)
+        txn.rollback(mark)
+        placed = iter(outcomes)
+        for decision, i in zip(decisions, indexes, strict=True):
+            w = workloads[i]
+            if decision.decision is not Decision.ADMITTED:
+                results.append(decision)
+                pos += 1
+                continue
+            outcome = next(placed)
+            pos += 1
+            if not outcome.placed:
+                results.append(
+                    replace(
+                        decision,
+                        decision=Decision.UNPLACED,
+                        reasons=outcome.reasons,
+                        explanation=outcome.explanation,
+                    )
+                )
+                break
+            state.add(RunningWorkload(w, outcome.placements, now_ms))
+            results.append(
+                replace(
+                    decision,
+                    decision=Decision.PLACED,
+                    placements=outcome.placements,
+                    score=outcome.score,
+                )
+            )
+        chunk = min(chunk * 2, FAST_PATH_MAX) if failed is None else FAST_PATH_MIN
+    return results
 
 
 def _with_mix(state: ClusterState, options: PlacementOptions) -> PlacementOptions:
