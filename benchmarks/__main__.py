@@ -19,9 +19,11 @@ def main(names: list[str]) -> int:
     here = Path(__file__).parent
     modules = sorted(p.stem for p in here.glob("bench_*.py"))
     chosen = [m for m in modules if not names or m.removeprefix("bench_") in names or m in names]
-    print(f"# Benchmarks ({time.strftime('%Y-%m-%d')}, {platform.machine()}, "
-          f"{platform.python_version()}, command: python -m benchmarks {' '.join(names)})".rstrip()
-          + "\n")
+    print(
+        f"# Benchmarks ({time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+        f"{platform.python_version()}, command: python -m benchmarks {' '.join(names)})".rstrip()
+        + "\n"
+    )
     for name in chosen:
         module = importlib.import_module(f"benchmarks.{name}")
         started = time.perf_counter()

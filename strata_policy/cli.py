@@ -74,6 +74,12 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--tls-client-ca", default=_env("tls_client_ca", ""), help="mutual TLS")
     p.add_argument("--token-file", default=_env("token_file", ""), help="bearer tokens (YAML/JSON)")
     p.add_argument("--state-dir", default=_env("state_dir", ""), help="durable state (SQLite)")
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=int(_env("checkpoint_every", str(d.checkpoint_every))),
+        help="write a whole snapshot after this many changes to a cluster",
+    )
     p.add_argument("--metrics-address", default=_env("metrics_address", ""), help="host:port")
     for name in ("max_clusters", "max_nodes", "max_scopes", "max_workloads", "max_batch"):
         flag = "--" + name.replace("_", "-")
@@ -82,7 +88,10 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from strata_policy.service.server import serve  # noqa: PLC0415  # keeps `ctl` start-up light
+    from strata_policy.service.auth import TokenFileError  # noqa: PLC0415  # keeps `ctl` light
+    from strata_policy.service.server import serve  # noqa: PLC0415
+    from strata_policy.service.tls import TlsConfigError  # noqa: PLC0415
+    from strata_policy.state.durable import JournalCorruptError  # noqa: PLC0415
 
     configure_logging(args.log_level, args.log_format)
     config = ServerConfig(
@@ -96,6 +105,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         tls_client_ca=args.tls_client_ca,
         token_file=args.token_file,
         state_dir=args.state_dir,
+        checkpoint_every=args.checkpoint_every,
         metrics_address=args.metrics_address,
         limits=Limits(
             max_clusters=args.max_clusters,
@@ -105,7 +115,11 @@ def _run_serve(args: argparse.Namespace) -> int:
             max_batch=args.max_batch,
         ),
     )
-    return serve(config)
+    try:
+        return serve(config)
+    except (TokenFileError, TlsConfigError, JournalCorruptError, OSError) as exc:
+        print(f"strata-policy: {exc}", file=sys.stderr)
+        return 2
 
 
 def build_parser() -> argparse.ArgumentParser:

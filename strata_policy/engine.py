@@ -35,6 +35,7 @@ from strata_policy.model import (
     ReleaseResult,
     Snapshot,
     Workload,
+    WorkloadResult,
 )
 from strata_policy.policy.placement import PlacementOptions
 from strata_policy.state import validate
@@ -60,6 +61,16 @@ class Journal(Protocol):
         """Persist a whole snapshot at a generation."""
 
 
+class DecisionObserver(Protocol):
+    """Counts decisions (``service.metrics.Metrics`` implements it)."""
+
+    def observe_results(self, method: str, results: Sequence[WorkloadResult]) -> None:
+        """One Admit or Place batch's results."""
+
+    def observe_reclaim(self, result: ReclaimResult) -> None:
+        """One Reclaim's answer."""
+
+
 def wall_clock_ms() -> int:
     """Milliseconds since the epoch: the default clock."""
     return time.time_ns() // 1_000_000
@@ -74,11 +85,13 @@ class Engine:
         limits: Limits | None = None,
         clock: Callable[[], int] = wall_clock_ms,
         journal: Journal | None = None,
+        observer: DecisionObserver | None = None,
     ) -> None:
         self.store = Store(limits)
         self.limits = self.store.limits
         self.clock = clock
         self.journal = journal
+        self.observer = observer
 
     # --- snapshots -----------------------------------------------------------------------
 
@@ -213,7 +226,7 @@ class Engine:
     ) -> BatchResult:
         """Quota decisions for a batch (DESIGN §2); admitted ones hold quota, not nodes."""
         self.limits.check_batch(len(workloads))
-        return self._mutate(
+        result = self._mutate(
             cluster_id,
             "admit",
             request_id,
@@ -221,6 +234,9 @@ class Engine:
             dry_run,
             lambda state, txn: batch.admit(state, workloads, order, now_ms or self.clock()),
         )
+        if self.observer is not None:
+            self.observer.observe_results("Admit", result.results)
+        return result
 
     def place(
         self,
@@ -238,7 +254,7 @@ class Engine:
         """Admit-and-place inline workloads, and place admitted ones by id (DESIGN §3)."""
         self.limits.check_batch(len(workloads) + len(workload_ids))
         opts = options or PlacementOptions()
-        return self._mutate(
+        result = self._mutate(
             cluster_id,
             "place",
             request_id,
@@ -248,6 +264,9 @@ class Engine:
                 state, txn, workloads, workload_ids, order, opts, now_ms or self.clock()
             ),
         )
+        if self.observer is not None:
+            self.observer.observe_results("Place", result.results)
+        return result
 
     def release(
         self,
@@ -283,7 +302,7 @@ class Engine:
     ) -> ReclaimResult:
         """Victims for a pending workload; committed: evict, admit (and place) atomically."""
         opts = options or PlacementOptions()
-        return self._mutate(
+        result = self._mutate(
             cluster_id,
             "reclaim",
             request_id,
@@ -293,6 +312,9 @@ class Engine:
                 state, txn, workload, require_placement, opts, now_ms or self.clock(), dry_run
             ),
         )
+        if self.observer is not None:
+            self.observer.observe_reclaim(result)
+        return result
 
     # --- replay --------------------------------------------------------------------------
 

@@ -101,7 +101,7 @@ def test_denied_is_a_value_not_an_error(client: Client, cluster_id: str) -> None
 
 
 def test_needs_reclaim_then_reclaim_commits(client: Client, cluster_id: str) -> None:
-    """A borrower holding team-a's guarantee: Admit says NEEDS_RECLAIM; Reclaim evicts and admits."""
+    """A borrower holds team-a's guarantee: Admit says NEEDS_RECLAIM; Reclaim evicts, admits."""
     cluster(client, cluster_id)
     for wid, now in (("b1", "10"), ("b2", "20")):
         client.call(
@@ -114,7 +114,8 @@ def test_needs_reclaim_then_reclaim_commits(client: Client, cluster_id: str) -> 
     dry = client.call(
         "Reclaim", {"clusterId": cluster_id, "workload": wl("a1", "team-a", 8000), "dryRun": True}
     )
-    assert dry["satisfiable"] and [v["workloadId"] for v in dry["victims"]] == ["b2"]
+    assert dry["satisfiable"]
+    assert [v["workloadId"] for v in dry["victims"]] == ["b2"]
     done = client.call(
         "Reclaim",
         {"clusterId": cluster_id, "workload": wl("a1", "team-a", 8000), "requirePlacement": True},

@@ -18,7 +18,6 @@ from strata_policy.model.resources import parse_resources
 from strata_policy.service.client import Client, RpcError
 
 
-
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``ctl`` and its commands."""
     ctl = sub.add_parser("ctl", help="operate a running server")

@@ -22,5 +22,6 @@ class ServerConfig:
     tls_client_ca: str = ""
     token_file: str = ""
     state_dir: str = ""
+    checkpoint_every: int = 1000
     metrics_address: str = ""
     limits: Limits = field(default_factory=Limits)

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
-from strata_policy.policy.placement import PlacementOptions
 
 from strata_policy import model
+from strata_policy.policy.placement import PlacementOptions
 from strata_policy.state.changes import Delta
 from strata_policy.state.taskmix import TaskType
 

@@ -46,13 +46,15 @@ class Server:
         self.health = health.HealthServicer()
         self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         self.journal = _journal(config)
-        self.engine = Engine(limits=config.limits, journal=self.journal)
-        self.metrics = _metrics(config, self.engine)
-        interceptors: list[grpc.ServerInterceptor[Any, Any]] = []
+        self.metrics = _metrics(config)
+        self.engine = Engine(limits=config.limits, journal=self.journal, observer=self.metrics)
+        if self.metrics is not None:
+            self.metrics.set_cluster_source(self.engine.clusters)
+        # Logging first (outermost), so that calls auth turns away are logged and counted too.
+        interceptors: list[grpc.ServerInterceptor[Any, Any]] = [LoggingInterceptor(self.metrics)]
         auth = _auth(config)
         if auth is not None:
             interceptors.append(auth)
-        interceptors.append(LoggingInterceptor(self.metrics))
         self.grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="rpc"),
             interceptors=interceptors,
@@ -86,6 +88,8 @@ class Server:
             for change in self.journal.restore():
                 self.engine.restore(change)
                 restored += 1
+            for problem in self.journal.problems:
+                log.warning("journal", problem=problem)
             log.info("state restored", changes=restored, clusters=len(self.engine.cluster_ids()))
         started = time.perf_counter()
         warmup()
@@ -154,14 +158,12 @@ def _journal(config: ServerConfig) -> SqliteJournal | None:
         return None
     from strata_policy.state.durable import SqliteJournal  # noqa: PLC0415  # only with a state dir
 
-    return SqliteJournal(config.state_dir)
+    return SqliteJournal(config.state_dir, every=config.checkpoint_every)
 
 
-def _metrics(config: ServerConfig, engine: Engine) -> Metrics | None:
+def _metrics(config: ServerConfig) -> Metrics | None:
     if not config.metrics_address:
         return None
     from strata_policy.service.metrics import Metrics  # noqa: PLC0415  # only with metrics on
 
-    metrics = Metrics()
-    metrics.set_cluster_source(engine.clusters)
-    return metrics
+    return Metrics()
