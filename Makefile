@@ -30,7 +30,7 @@ test: $(STAMP) node_modules/.installed ## Lint, type-check and run every test (P
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest
+	$(PY) -m pytest -q
 	node --test tests/node/
 
 lint: $(STAMP) node_modules/.installed ## ruff, buf lint and buf format
