@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 import uuid
 from collections.abc import Iterator
 
 import pytest
+import structlog
 from hypothesis import HealthCheck, settings
 
 from strata_policy.engine import Engine
@@ -13,6 +16,14 @@ from strata_policy.service.client import Client
 from strata_policy.service.config import ServerConfig
 from strata_policy.service.server import Server
 
+# Engine and RPC logs go to the real stderr at WARNING, so tests that read stdout see only what
+# the code under test prints (the server's own log lines are tested through a subprocess).
+structlog.configure(
+    processors=[structlog.processors.add_log_level, structlog.dev.ConsoleRenderer(colors=False)],
+    wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+    logger_factory=structlog.PrintLoggerFactory(sys.__stderr__),
+    cache_logger_on_first_use=False,
+)
 settings.register_profile(
     "strata", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

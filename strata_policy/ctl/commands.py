@@ -81,9 +81,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             p.add_argument("--policy", default="", help="e.g. FRAGMENTATION_AWARE")
         p.set_defaults(handler=_request, method=method, render_fn=render_fn)
 
-    p = cmds.add_parser("release", help="release workloads by id")
-    p.add_argument("cluster")
-    p.add_argument("workload_ids", nargs="+")
+    p = cmds.add_parser("release", help="release workloads: by id, or a Release request file")
+    p.add_argument("cluster_or_file", help="cluster id, or a request file (JSON/YAML)")
+    p.add_argument("workload_ids", nargs="*")
+    p.add_argument("--dry-run", action="store_true")
     p.set_defaults(handler=_release)
 
 
@@ -215,7 +216,14 @@ def _request(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    response = _run(args, "Release", {"clusterId": args.cluster, "workloadIds": args.workload_ids})
+    target = Path(args.cluster_or_file)
+    if target.suffix in (".json", ".yaml", ".yml") and target.exists():
+        request = _load(target)
+    else:
+        request = {"clusterId": args.cluster_or_file, "workloadIds": args.workload_ids}
+    if args.dry_run:
+        request["dryRun"] = True
+    response = _run(args, "Release", request)
     text = f"generation {response['generation']}: released {', '.join(response['released']) or '-'}"
     if response.get("notFound"):
         text += f"; not found: {', '.join(response['notFound'])}"
