@@ -42,7 +42,8 @@ def test_push_quota_place_usage_release(
     args = ["--guarantee", "gpu=8,cpu=64", "--limit", "gpu=16"]
     assert main(ctl(server, "quota", "set", "team-a", "--cluster", cluster_id, *args)) == 0
     out = capsys.readouterr().out
-    assert "64 CPU, 8 GPU" in out and "16 GPU" in out
+    assert "64 CPU, 8 GPU" in out
+    assert "16 GPU" in out
     assert (
         main(ctl(server, "place", str(place), "--cluster", cluster_id, "--policy", "best_fit")) == 0
     )
