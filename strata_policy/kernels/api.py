@@ -94,9 +94,15 @@ def place_batch_arrays(
     apply_last: bool,
     frag: FragArrays,
     truncate: bool = False,
+    tree_of: np.ndarray | None = None,
+    n_trees: int = 0,
 ) -> BatchArrays:
     """Run the batch kernel; ``free``/``gpu_free``/``frag`` statistics are mutated only when
-    something is applied (more than one replica in all, or ``apply_last``)."""
+    something is applied (more than one replica in all, or ``apply_last``).
+
+    ``tree_of[w]`` names the score tree (``0 <= k < n_trees``, see ``kernels.tree``) serving
+    workload ``w``, or -1 for a linear scan. Workloads sharing a tree must share their request
+    row, weights row and mask, have no spread key, and the policy must not be RANDOM."""
     n, r = free.shape
     d = gpu_free.shape[1]
     w = req.shape[0]
@@ -135,6 +141,15 @@ def place_batch_arrays(
         raise ValueError("mask_id or spread_id out of range")
     if w and replicas.min() < 1:
         raise ValueError("replicas must be at least 1")
+    if tree_of is None:
+        tree_of = np.full(w, -1, dtype=np.int64)
+        n_trees = 0
+    _check("tree_of", tree_of, I64, (w,))
+    if w and (tree_of.min() < -1 or tree_of.max() >= n_trees):
+        raise ValueError("tree_of out of range")
+    size = 1 << max(0, (n - 1).bit_length()) if n_trees else 1
+    tval = np.empty((n_trees, 2 * size), dtype=np.float64)
+    tidx = np.empty((n_trees, 2 * size), dtype=np.int64)
     offsets = np.zeros(w, dtype=np.int64)
     if w > 1:
         np.cumsum(replicas[:-1], out=offsets[1:])
@@ -144,11 +159,12 @@ def place_batch_arrays(
     score = np.zeros(w, dtype=np.float64)
     fit = np.zeros(w, dtype=np.int64)
     counts = np.zeros((w, r + 2), dtype=np.int64)
+    journal = np.empty(2 * total + 1, dtype=np.int64)
     _place_batch(
         free, gpu_free, capacity, inv_cap, inv_max_cap, masks, mask_id, spread, spread_id,
         req, replicas, offsets, weights, seeds, impossible, policy, apply_last,
         frag.t_cpu, frag.t_gpu, frag.t_k, frag.t_w, frag.model_ok, frag.count_ge, frag.below,
-        truncate, node, devices, score, fit, counts,
+        truncate, tree_of, tval, tidx, journal, node, devices, score, fit, counts,
     )  # fmt: skip
     return BatchArrays(node, devices, score, fit, counts, offsets)
 
@@ -205,4 +221,6 @@ def warmup() -> None:
             apply_last=True,
             frag=frag,
             truncate=policy % 2 == 0,
+            tree_of=np.array([0, -1] if policy != 7 else [-1, -1], dtype=np.int64),
+            n_trees=1,
         )

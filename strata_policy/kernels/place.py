@@ -31,6 +31,7 @@ from strata_policy.kernels.fit import (
     _score,
 )
 from strata_policy.kernels.frag import _frag_best, _frag_row
+from strata_policy.kernels.tree import _tree_sync
 
 
 @inline_kernel
@@ -124,6 +125,10 @@ def _place_batch(
     count_ge: np.ndarray,
     below: np.ndarray,
     truncate: bool,
+    tree_of: np.ndarray,
+    tval: np.ndarray,
+    tidx: np.ndarray,
+    journal: np.ndarray,
     out_node: np.ndarray,
     out_dev: np.ndarray,
     out_score: np.ndarray,
@@ -134,6 +139,8 @@ def _place_batch(
     n_nodes = free.shape[0]
     n_work = req.shape[0]
     fgd = policy == FRAGMENTATION_AWARE
+    tsync = np.full(tval.shape[0], -1, dtype=np.int64)
+    jlen = 0
     for w in range(n_work):
         rq = req[w]
         wt = weights[w]
@@ -150,13 +157,33 @@ def _place_batch(
         used = np.empty(reps, dtype=np.int64)
         placed = 0
         last_score = 0.0
+        k = tree_of[w]
         for r in range(reps):
             if impossible[w]:
                 break
             best = -1
             best_score = -np.inf
             best_dev = -1
-            for n in range(n_nodes):
+            if k >= 0:
+                start = tsync[k]
+                if start < 0 or start < jlen:
+                    _tree_sync(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask, rq,
+                               wt, t_cpu, t_gpu, t_k, t_w, model_ok, count_ge, below, truncate,
+                               tval, tidx, k, journal[max(start, 0) : jlen],
+                               jlen - start if start >= 0 else -1)  # fmt: skip
+                    tsync[k] = jlen
+                if tval[k, 1] > -np.inf:
+                    best = tidx[k, 1]
+                    if fgd:
+                        best_score, best_dev = _frag_best(free, gpu_free, best, rq[CPU], g, t_cpu,
+                                                          t_gpu, t_k, t_w, model_ok, count_ge,
+                                                          below, truncate)  # fmt: skip
+                    elif policy == FIRST_FIT:
+                        best_score = 0.0
+                    else:
+                        best_score = _score(policy, free, capacity, inv_cap, inv_max_cap, best,
+                                            rq, wt, weight_sum)  # fmt: skip
+            for n in range(n_nodes if k < 0 else 0):
                 if not mask[n]:
                     continue
                 if _resources_fit(free, n, rq) >= 0:
@@ -199,6 +226,8 @@ def _place_batch(
             placed += 1
             if apply_last or w < n_work - 1 or r < reps - 1:
                 _apply(free, gpu_free, best, rq, row, 1)
+                journal[jlen] = best
+                jlen += 1
                 if fgd:
                     _frag_row(gpu_free, best, t_gpu, count_ge, below)
         out_fit[w] = placed
@@ -210,6 +239,8 @@ def _place_batch(
         for r in range(placed):
             n = out_node[base + r]
             _apply(free, gpu_free, n, rq, out_dev[base + r], -1)
+            journal[jlen] = n
+            jlen += 1
             if fgd:
                 _frag_row(gpu_free, n, t_gpu, count_ge, below)
             out_node[base + r] = -1

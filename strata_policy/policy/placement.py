@@ -114,69 +114,43 @@ def _place(
     private: bool,
 ) -> list[PlacementOutcome]:
     n_work = len(workloads)
-    n_res = len(matrix.resources)
-    private = private or any(wl.replicas > 1 for wl in workloads)
-    req = np.zeros((n_work, n_res), dtype=np.int64)
-    replicas = np.empty(n_work, dtype=np.int64)
-    mask_id = np.empty(n_work, dtype=np.int64)
-    spread_id = np.full(n_work, -1, dtype=np.int64)
-    impossible = np.zeros(n_work, dtype=np.bool_)
-    seeds = np.zeros(n_work, dtype=np.uint64)
-    missing: list[str] = [""] * n_work
-    statics: list[inputs.StaticMask] = []
-    mask_index: dict[int, int] = {}
-    spreads: list[np.ndarray] = []
-    spread_index: dict[str, int] = {}
-    col = matrix.resource_index
     is_random = options.policy is Policy.RANDOM
-    for w, wl in enumerate(workloads):
-        row = req[w]
-        for name, amount in wl.request.items():
-            c = col.get(name)
-            if c is not None:
-                row[c] = amount
-            elif amount > 0 and (not missing[w] or name < missing[w]):
-                missing[w] = name
-                impossible[w] = True
-        replicas[w] = wl.replicas
-        static = inputs.static_mask(matrix, wl)
-        mask_id[w] = mask_index.setdefault(id(static), len(statics))
-        if mask_id[w] == len(statics):
-            statics.append(static)
-        if wl.spread_key:
-            spread_id[w] = spread_index.setdefault(wl.spread_key, len(spreads))
-            if spread_id[w] == len(spreads):
-                spreads.append(inputs.spread_codes(matrix, wl.spread_key))
-        if is_random:
-            seeds[w] = inputs.seed_of(options.seed, wl.id)
-    masks = np.stack([s.mask for s in statics])
-    spread = np.stack(spreads) if spreads else np.zeros((0, len(matrix)), dtype=np.int64)
+    shapes = inputs.batch_shapes(matrix, workloads)
+    private = private or shapes.gangs
+    seeds = np.zeros(n_work, dtype=np.uint64)
+    if is_random:
+        seeds[:] = [inputs.seed_of(options.seed, wl.id) for wl in workloads]
     if options.policy is Policy.FRAGMENTATION_AWARE:
         types = _task_types(options) or (_own_shape(workloads[0]),)
         frag = inputs.frag_arrays(matrix, types, private)
     else:
         frag = kernels.FragArrays.empty(len(matrix))
+    req = shapes.req
+    weights = inputs.weight_rows(matrix, req, options.resource_weights)
+    tree_of, n_trees = inputs.tree_assignment(len(matrix), shapes, is_random)
     result = kernels.place_batch_arrays(
         free=matrix.free.copy() if private else matrix.free,
         gpu_free=matrix.gpu_free.copy() if private else matrix.gpu_free,
         capacity=matrix.capacity,
         inv_cap=matrix.inv_capacity,
         inv_max_cap=matrix.inv_max_capacity,
-        masks=masks,
-        mask_id=mask_id,
-        spread=spread,
-        spread_id=spread_id,
+        masks=shapes.masks,
+        mask_id=shapes.mask_id,
+        spread=shapes.spread,
+        spread_id=shapes.spread_id,
         req=req,
-        replicas=replicas,
-        weights=inputs.weight_rows(matrix, req, options.resource_weights),
+        replicas=shapes.replicas,
+        weights=weights,
         seeds=seeds,
-        impossible=impossible,
+        impossible=shapes.impossible,
         policy=POLICY_CODES[options.policy],
         apply_last=False,
         frag=frag,
         truncate=options.fgd_truncate,
+        tree_of=tree_of,
+        n_trees=n_trees,
     )
-    return _outcomes(matrix, workloads, result, statics, mask_id, missing)
+    return _outcomes(matrix, workloads, result, shapes)
 
 
 def _own_shape(workload: Workload) -> TaskType:
@@ -188,34 +162,41 @@ def _outcomes(
     matrix: NodeMatrix,
     workloads: Sequence[Workload],
     result: kernels.BatchArrays,
-    statics: list[inputs.StaticMask],
-    mask_id: np.ndarray,
-    missing: list[str],
+    shapes: inputs.BatchShapes,
 ) -> list[PlacementOutcome]:
     nodes = matrix.nodes
     node_list = result.node.tolist()
-    dev_list = result.devices.tolist()
     fit = result.fit.tolist()
     score = result.score.tolist()
     offsets = result.offsets.tolist()
+    n_dev = shapes.devices.tolist()
+    mask_id = shapes.mask_id.tolist()
+    dev_rows = result.devices
     out: list[PlacementOutcome] = []
     for w, wl in enumerate(workloads):
         reps = wl.replicas
         if fit[w] == reps:
             base = offsets[w]
-            placements = tuple(
-                Placement(nodes[node_list[i]].id, tuple(d for d in dev_list[i] if d >= 0))
-                for i in range(base, base + reps)
-            )
+            k = n_dev[w]
+            if k == 0:
+                placements = tuple(
+                    Placement(nodes[node_list[i]].id) for i in range(base, base + reps)
+                )
+            else:
+                devs = dev_rows[base : base + reps, :k].tolist()
+                placements = tuple(
+                    Placement(nodes[node_list[base + j]].id, tuple(devs[j])) for j in range(reps)
+                )
             out.append(PlacementOutcome(placements, score[w]))
             continue
-        counts = dict(statics[int(mask_id[w])].counts)
+        counts = dict(shapes.statics[mask_id[w]].counts)
         row = result.counts[w].tolist()
         for c, name in enumerate(matrix.resources):
             counts[insufficient(name)] = counts.get(insufficient(name), 0) + row[c]
         counts[SPREAD_CONFLICT] = row[len(matrix.resources)]
-        if missing[w]:
-            counts[insufficient(missing[w])] = row[len(matrix.resources) + 1]
+        missing = shapes.missing[w]
+        if missing:
+            counts[insufficient(missing)] = row[len(matrix.resources) + 1]
         reason = unfit_reason(len(nodes), counts, fit[w], reps)
         out.append(PlacementOutcome((), 0.0, (reason,), reason.message))
     return out

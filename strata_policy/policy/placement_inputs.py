@@ -110,6 +110,121 @@ def weight_rows(matrix: NodeMatrix, req: np.ndarray, weights: Mapping[str, float
     return np.ascontiguousarray(np.broadcast_to(row, req.shape))
 
 
+# -- score trees ----------------------------------------------------------------------------
+
+_TREE_BYTES = 64 << 20  # memory the score trees of one call may take
+
+
+def tree_assignment(n_nodes: int, shapes: BatchShapes, is_random: bool) -> tuple[np.ndarray, int]:
+    """Which score tree (``kernels.tree``) serves each workload, -1 for a linear scan.
+
+    Workloads of one shape (same request, selector, model: same request row, weights row and
+    mask) share one tree; a tree pays off once its shape is placed at least twice (two
+    workloads, or a gang), so only those shapes get one, most used first, as many as
+    ``_TREE_BYTES`` allows. Spread gangs (their feasibility depends on the gang's earlier
+    replicas) and RANDOM (its score depends on the workload) scan.
+    """
+    n_work = shapes.req.shape[0]
+    tree_of = np.full(n_work, -1, dtype=np.int64)
+    if is_random or n_nodes == 0 or int(shapes.replicas.sum()) < 2:
+        return tree_of, 0
+    uses = np.bincount(shapes.shape_id, weights=shapes.replicas, minlength=shapes.n_shapes)
+    uses[shapes.shape_scans] = 0
+    size = 1 << max(0, (n_nodes - 1).bit_length())
+    budget = max(1, _TREE_BYTES // (32 * size))
+    order = np.argsort(-uses, kind="stable")
+    order = order[uses[order] >= 2][:budget]
+    if order.size == 0:
+        return tree_of, 0
+    slot = np.full(shapes.n_shapes, -1, dtype=np.int64)
+    slot[order] = np.arange(order.size)
+    return np.ascontiguousarray(slot[shapes.shape_id]), int(order.size)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchShapes:
+    """A batch's workloads as kernel rows, built once per distinct shape (request, selector,
+    model, spread key) so that a batch of many alike workloads costs a dict lookup each."""
+
+    req: np.ndarray
+    replicas: np.ndarray
+    mask_id: np.ndarray
+    spread_id: np.ndarray
+    impossible: np.ndarray
+    missing: list[str]
+    devices: np.ndarray
+    statics: list[StaticMask]
+    masks: np.ndarray
+    spread: np.ndarray
+    shape_id: np.ndarray
+    n_shapes: int
+    shape_scans: np.ndarray
+    gangs: bool
+
+
+def batch_shapes(matrix: NodeMatrix, workloads: Sequence[Workload]) -> BatchShapes:
+    """The kernel rows of ``workloads`` (see ``BatchShapes``)."""
+    index: dict[object, int] = {}
+    shape_id: list[int] = []
+    firsts: list[Workload] = []
+    for wl in workloads:
+        selector = wl.node_selector
+        key = (
+            tuple(wl.request.items()),
+            tuple(selector.items()) if selector else (),
+            wl.gpu_model,
+            wl.spread_key,
+        )
+        found = index.get(key)
+        if found is None:
+            found = index[key] = len(firsts)
+            firsts.append(wl)
+        shape_id.append(found)
+    n_shapes = len(firsts)
+    n_res = len(matrix.resources)
+    s_req = np.zeros((n_shapes, n_res), dtype=np.int64)
+    s_mask = np.empty(n_shapes, dtype=np.int64)
+    s_spread = np.full(n_shapes, -1, dtype=np.int64)
+    s_missing: list[str] = []
+    statics: list[StaticMask] = []
+    mask_index: dict[int, int] = {}
+    spreads: list[np.ndarray] = []
+    spread_index: dict[str, int] = {}
+    for i, wl in enumerate(firsts):
+        row, missing = request_row(matrix, wl.request)
+        s_req[i] = row
+        s_missing.append(missing)
+        static = static_mask(matrix, wl)
+        s_mask[i] = mask_index.setdefault(id(static), len(statics))
+        if s_mask[i] == len(statics):
+            statics.append(static)
+        if wl.spread_key:
+            s_spread[i] = spread_index.setdefault(wl.spread_key, len(spreads))
+            if s_spread[i] == len(spreads):
+                spreads.append(spread_codes(matrix, wl.spread_key))
+    s_impossible = np.array([bool(m) for m in s_missing], dtype=np.bool_)
+    g = s_req[:, 2]
+    s_devices = np.where(g >= MILLI_PER_GPU, g // MILLI_PER_GPU, (g > 0).astype(np.int64))
+    ids = np.array(shape_id, dtype=np.int64)
+    replicas = np.fromiter((wl.replicas for wl in workloads), np.int64, len(workloads))
+    return BatchShapes(
+        req=np.ascontiguousarray(s_req[ids]),
+        replicas=replicas,
+        mask_id=np.ascontiguousarray(s_mask[ids]),
+        spread_id=np.ascontiguousarray(s_spread[ids]),
+        impossible=np.ascontiguousarray(s_impossible[ids]),
+        missing=[s_missing[i] for i in shape_id],
+        devices=s_devices[ids],
+        statics=statics,
+        masks=np.stack([st.mask for st in statics]),
+        spread=np.stack(spreads) if spreads else np.zeros((0, len(matrix)), dtype=np.int64),
+        shape_id=ids,
+        n_shapes=n_shapes,
+        shape_scans=np.flatnonzero((s_spread >= 0) | s_impossible),
+        gangs=bool((replicas > 1).any()),
+    )
+
+
 # -- FGD -----------------------------------------------------------------------------------
 
 
