@@ -232,7 +232,9 @@ class Engine:
             request_id,
             expected_generation,
             dry_run,
-            lambda state, txn: batch.admit(state, workloads, order, now_ms or self.clock()),
+            lambda state, txn: batch.admit(
+                state, workloads, order, now_ms or self.clock(), dry_run
+            ),
         )
         if self.observer is not None:
             self.observer.observe_results("Admit", result.results)

@@ -64,12 +64,12 @@ def workload_from_proto(m: pb.Workload) -> model.Workload:
         id=m.id,
         scope_id=m.scope_id,
         request=dict(m.request),
-        replicas=m.replicas if m.replicas != 0 else 1,
+        replicas=m.replicas or 1,
         priority=m.priority,
         preemptible=m.preemptible if m.HasField("preemptible") else True,
-        node_selector=dict(m.node_selector),
+        node_selector=dict(m.node_selector) if m.node_selector else {},
         gpu_model=m.gpu_model,
-        spread_key=m.spread.topology_key,
+        spread_key=m.spread.topology_key if m.HasField("spread") else "",
         queued_at_ms=m.queued_at_ms,
     )
 
@@ -228,17 +228,21 @@ def victim_to_proto(v: model.Victim) -> pb.Victim:
 
 
 def result_to_proto(r: model.WorkloadResult) -> pb.WorkloadResult:
-    """One workload's decision."""
-    return pb.WorkloadResult(
+    """One workload's decision (empty parts left unset: cheaper on the hot path)."""
+    out = pb.WorkloadResult(
         workload_id=r.workload_id,
         decision=DECISIONS[r.decision],
-        placements=placements_to_proto(r.placements),
-        reasons=[reason_to_proto(x) for x in r.reasons],
         borrowed=r.borrowed,
-        victims=[victim_to_proto(v) for v in r.victims],
         score=r.score,
         explanation=r.explanation,
     )
+    if r.placements:
+        out.placements.extend(placements_to_proto(r.placements))
+    if r.reasons:
+        out.reasons.extend(reason_to_proto(x) for x in r.reasons)
+    if r.victims:
+        out.victims.extend(victim_to_proto(v) for v in r.victims)
+    return out
 
 
 def scope_status_to_proto(s: model.ScopeStatus) -> pb.ScopeStatus:

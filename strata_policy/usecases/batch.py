@@ -33,15 +33,24 @@ FAST_PATH_MAX = 4096
 
 
 def admit(
-    state: ClusterState, workloads: Sequence[Workload], order: Order, now_ms: int
+    state: ClusterState,
+    workloads: Sequence[Workload],
+    order: Order,
+    now_ms: int,
+    dry_run: bool = False,
 ) -> Callable[[int], BatchResult]:
-    """Decide a batch; ADMITTED ones are charged to the tree (no nodes)."""
+    """Decide a batch; ADMITTED ones are charged to the tree (no nodes).
+
+    In a dry run the last decision is not applied: nothing after it could see it, and the
+    transaction would undo it anyway (this keeps a one-workload dry run free of writes).
+    """
     check_new_workloads(state, workloads, "workloads")
     results: list[WorkloadResult] = []
+    last = len(workloads) - 1
     for i in batch_order(state.tree, workloads, order, state.capacity):
         w = workloads[i]
         result = decide_admit(state.tree, state.workloads, w, state.capacity)
-        if result.decision is Decision.ADMITTED:
+        if result.decision is Decision.ADMITTED and not (dry_run and len(results) == last):
             state.add(RunningWorkload(w, (), now_ms))
         results.append(result)
     return lambda generation: BatchResult(generation, tuple(results))
