@@ -70,6 +70,48 @@ def admit_vs_health() -> list[str]:
     ]
 
 
+def place_rpc_vs_in_process(count: int = 1000, nodes: int = 1000) -> list[str]:
+    """One Place RPC of ``count`` workloads vs the same placements in process + a no-op RPC."""
+    server = Server(ServerConfig(address="127.0.0.1:0", workers=4))
+    server.start()
+    import grpc  # noqa: PLC0415
+
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    stub = svc_grpc.PolicyServiceStub(channel)  # type: ignore[no-untyped-call]
+    health = health_pb2_grpc.HealthStub(channel)
+    snapshot = Snapshot(
+        nodes=tuple(node(f"n{i}", gpus=8) for i in range(nodes)), scopes=(Scope("org"),)
+    )
+    stub.PushSnapshot(
+        svc.PushSnapshotRequest(cluster_id="p", snapshot=convert.snapshot_to_proto(snapshot))
+    )
+    workloads = [Workload(f"w{i}", "org", {"cpu": 2000, "gpu": 1000}) for i in range(count)]
+    request = svc.PlaceRequest(
+        cluster_id="p",
+        workloads=[convert.workload_to_proto(w) for w in workloads],
+        dry_run=True,
+        policy=pb.POLICY_MOST_ALLOCATED,
+    )
+    options = convert.options_from_proto(pb.POLICY_MOST_ALLOCATED, {}, 0)
+    rpc = _median_us(lambda: stub.Place(request), 30)
+    local = _median_us(
+        lambda: server.engine.place("p", workloads, options=options, dry_run=True), 30
+    )
+    noop = _median_us(lambda: health.Check(health_pb2.HealthCheckRequest()), 300)
+    channel.close()
+    server.grpc.stop(0)
+    base = local + noop
+    return [
+        "| measure | median µs | ratio |",
+        "|---|---|---|",
+        f"| {count:,} placements in process (Engine.place, dry run, {nodes:,} nodes) "
+        f"| {local:.0f} | |",
+        f"| no-op RPC (Health/Check) | {noop:.0f} | |",
+        f"| one Place RPC carrying the {count:,} workloads | {rpc:.0f} "
+        f"| {rpc / base:.2f} × (in process + no-op) (bar ≤ 1.5) |",
+    ]
+
+
 def push_vs_parse(nodes: int = 100_000, workloads: int = 0) -> list[str]:
     """PushSnapshot in process (parse + convert + validate + build) vs protobuf parse alone."""
     message = pb.Snapshot(
@@ -138,6 +180,8 @@ def run() -> list[str]:
     """All service-level figures."""
     lines = ["### Admit over gRPC vs Health/Check (same server, same run)", ""]
     lines += admit_vs_health()
+    lines += ["", "### One Place RPC of 1,000 workloads vs the same in process", ""]
+    lines += place_rpc_vs_in_process()
     lines += ["", "### Admit cost vs running workloads (O(depth) per decision)", ""]
     lines += admit_depth()
     lines += [
@@ -148,4 +192,5 @@ def run() -> list[str]:
         "|---|---|---|---|---|",
     ]
     lines += push_vs_parse(100_000, 0)
+    lines += push_vs_parse(100_000, 1_000_000)
     return lines
