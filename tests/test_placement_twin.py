@@ -7,7 +7,12 @@ from hypothesis import strategies as st
 from naive_placement import naive_from_matrix
 
 from strata_policy.model import HOSTNAME_KEY, Node, Policy, Workload
-from strata_policy.policy.placement import PlacementOptions, place_batch, place_one
+from strata_policy.policy.placement import (
+    PlacementOptions,
+    PlacementOutcome,
+    place_batch,
+    place_one,
+)
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 from strata_policy.testing import node, workload
@@ -140,3 +145,41 @@ def test_batch_equals_repeated_place_one(
             m.allocate(m.index[p.node_id], wl.request, p.gpu_devices)
     assert (m.free >= 0).all()
     assert (m.gpu_free[m.gpu_free >= 0] <= 1000).all()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes(),
+    st.lists(workloads("s"), min_size=1, max_size=3),
+    st.lists(st.tuples(st.integers(0, 17), st.booleans()), min_size=5, max_size=40),
+    options(),
+)
+def test_cached_place_one_tracks_commits_and_releases(
+    ns: list[Node],
+    pools: list[list[Workload]],
+    steps: list[tuple[int, bool]],
+    opts: PlacementOptions,
+) -> None:
+    """place_one's persistent score trees follow every allocate/deallocate: long runs of a few
+    repeated shapes, committed or released, answer exactly like the naive twin."""
+    pool = [wl for p in pools for wl in p]
+    m = NodeMatrix.from_nodes(ns)
+    held: list[tuple[Workload, PlacementOutcome]] = []
+    for pick, release in steps:
+        if release and held:
+            wl, out = held.pop(pick % len(held))
+            for p in out.placements:
+                m.deallocate(m.index[p.node_id], wl.request, p.gpu_devices)
+            continue
+        wl = pool[pick % len(pool)]
+        want = naive_from_matrix(m).place(
+            wl, opts.policy, opts.resource_weights, opts.seed, opts.task_types, opts.fgd_truncate
+        )
+        got = place_one(m, wl, opts)
+        assert got.placements == want.placements, (wl, got, want)
+        assert got.score == want.score
+        assert got.explanation == want.explanation
+        for p in got.placements:
+            m.allocate(m.index[p.node_id], wl.request, p.gpu_devices)
+        if got.placed:
+            held.append((wl, got))

@@ -7,6 +7,7 @@ calls it before its health check says SERVING.
 from strata_policy.kernels.api import (
     BatchArrays,
     FragArrays,
+    ScoreTree,
     place_batch_arrays,
     refresh_frag_rows,
     warmup,
@@ -33,6 +34,7 @@ __all__ = [
     "RANDOM",
     "BatchArrays",
     "FragArrays",
+    "ScoreTree",
     "place_batch_arrays",
     "refresh_frag_rows",
     "warmup",

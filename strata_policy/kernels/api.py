@@ -13,6 +13,7 @@ import numpy as np
 
 from strata_policy.kernels.frag import _frag_rows
 from strata_policy.kernels.place import _place_batch
+from strata_policy.kernels.tree import _tree_place
 
 I64 = np.dtype(np.int64)
 F64 = np.dtype(np.float64)
@@ -169,6 +170,87 @@ def place_batch_arrays(
     return BatchArrays(node, devices, score, fit, counts, offsets)
 
 
+class ScoreTree:
+    """A persistent score tree (``kernels.tree``) for one request on one node state.
+
+    The state arrays are held by reference: the owner mutates them in place and tells
+    ``place`` which nodes changed since the last call. Shapes and dtypes are checked once, here.
+    """
+
+    __slots__ = ("_args", "_dev", "_size", "_tidx", "_tval", "built")
+
+    def __init__(
+        self,
+        *,
+        policy: int,
+        free: np.ndarray,
+        gpu_free: np.ndarray,
+        capacity: np.ndarray,
+        inv_cap: np.ndarray,
+        inv_max_cap: np.ndarray,
+        mask: np.ndarray,
+        req: np.ndarray,
+        weights: np.ndarray,
+        frag: FragArrays,
+        truncate: bool,
+    ) -> None:
+        n, r = free.shape
+        d = gpu_free.shape[1]
+        t = frag.t_gpu.shape[0]
+        for name, a, dt, shape in (
+            ("free", free, I64, (n, r)),
+            ("gpu_free", gpu_free, I64, (n, d)),
+            ("capacity", capacity, I64, (n, r)),
+            ("inv_cap", inv_cap, F64, (n, r)),
+            ("inv_max_cap", inv_max_cap, F64, (r,)),
+            ("mask", mask, BOOL, (n,)),
+            ("req", req, I64, (r,)),
+            ("weights", weights, F64, (r,)),
+            ("t_cpu", frag.t_cpu, I64, (t,)),
+            ("t_gpu", frag.t_gpu, I64, (t,)),
+            ("t_k", frag.t_k, I64, (t,)),
+            ("t_w", frag.t_w, F64, (t,)),
+            ("model_ok", frag.model_ok, BOOL, (n, t)),
+            ("count_ge", frag.count_ge, I64, (n, t)),
+            ("below", frag.below, I64, (n, t)),
+        ):
+            _check(name, a, dt, shape)
+        if r < 3 or not 0 <= policy < 7:
+            raise ValueError("bad columns or policy (RANDOM has no tree)")
+        self._size = 1 << max(0, (n - 1).bit_length())
+        self._tval = np.empty((1, 2 * self._size), dtype=np.float64)
+        self._tidx = np.empty((1, 2 * self._size), dtype=np.int64)
+        self._dev = np.empty(d, dtype=np.int64)
+        self._args = (policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask, req, weights,
+                      frag.t_cpu, frag.t_gpu, frag.t_k, frag.t_w, frag.model_ok, frag.count_ge,
+                      frag.below, truncate)  # fmt: skip
+        self.built = False
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the tree itself takes."""
+        return int(self._tval.nbytes + self._tidx.nbytes)
+
+    def place(self, changed: np.ndarray | None) -> tuple[int, float, tuple[int, ...]]:
+        """Best node for one replica (-1 when none fits), its score and devices; ``changed``
+        lists the nodes whose state moved since the last call (None: rebuild)."""
+        if changed is None or not self.built:
+            rows, n_rows = _NO_ROWS, -1
+        else:
+            _check("changed", changed, I64, (None,))
+            if changed.size and (changed.min() < 0 or changed.max() >= self._args[1].shape[0]):
+                raise ValueError("changed rows out of range")
+            rows, n_rows = changed, changed.shape[0]
+        best, score = _tree_place(*self._args, self._tval, self._tidx, rows, n_rows, self._dev)
+        self.built = True
+        if best < 0:
+            return -1, 0.0, ()
+        return best, score, tuple(int(x) for x in self._dev if x >= 0)
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
 def refresh_frag_rows(
     gpu_free: np.ndarray, rows: np.ndarray, t_gpu: np.ndarray, count_ge: np.ndarray,
     below: np.ndarray,
@@ -201,6 +283,15 @@ def warmup() -> None:
         np.zeros((2, 2), dtype=np.int64),
     )
     refresh_frag_rows(gpu_free, np.arange(2, dtype=np.int64), t_gpu, frag.count_ge, frag.below)
+    for policy in range(7):
+        tree = ScoreTree(
+            policy=policy, free=free, gpu_free=gpu_free, capacity=free, inv_cap=1.0 / free,
+            inv_max_cap=np.ones(3), mask=np.ones(2, dtype=np.bool_),
+            req=np.array([1000, 0, 500], dtype=np.int64), weights=np.ones(3), frag=frag,
+            truncate=policy % 2 == 0,
+        )  # fmt: skip
+        tree.place(None)
+        tree.place(np.array([1], dtype=np.int64))
     for policy in range(8):
         place_batch_arrays(
             free=free.copy(),

@@ -23,6 +23,7 @@ from strata_policy.kernels.fit import (
     FIRST_FIT,
     FRAGMENTATION_AWARE,
     GPU,
+    _best_fit_devices,
     _gpu_fits,
     _resources_fit,
     _score,
@@ -223,7 +224,7 @@ def _tree_sync(
 ) -> None:
     """Bring tree ``k`` up to date: rescore nodes ``rows[:n_rows]``, or every node (a fresh
     build) when ``n_rows < 0`` or the list is longer than a rebuild costs."""
-    full = n_rows < 0 or n_rows * 8 > free.shape[0]
+    full = n_rows < 0 or (n_rows > 64 and n_rows * 8 > free.shape[0])
     if full:
         _tree_init(tval, tidx, k)
     part = rows[: max(n_rows, 0)]
@@ -235,3 +236,57 @@ def _tree_sync(
                        tval, tidx, k, part, full)  # fmt: skip
     if full:
         _tree_fill(tval, tidx, k)
+
+
+@kernel
+def _tree_place(
+    policy: int,
+    free: np.ndarray,
+    gpu_free: np.ndarray,
+    capacity: np.ndarray,
+    inv_cap: np.ndarray,
+    inv_max_cap: np.ndarray,
+    mask: np.ndarray,
+    rq: np.ndarray,
+    wt: np.ndarray,
+    t_cpu: np.ndarray,
+    t_gpu: np.ndarray,
+    t_k: np.ndarray,
+    t_w: np.ndarray,
+    model_ok: np.ndarray,
+    count_ge: np.ndarray,
+    below: np.ndarray,
+    truncate: bool,
+    tval: np.ndarray,
+    tidx: np.ndarray,
+    rows: np.ndarray,
+    n_rows: int,
+    out_dev: np.ndarray,
+) -> tuple[int, float]:
+    """One replica with tree 0: sync it (``rows``/``n_rows`` as ``_tree_sync``), then the best
+    node (-1 when none fits), its score and devices (as the batch kernel chooses them)."""
+    _tree_sync(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask, rq, wt, t_cpu, t_gpu,
+               t_k, t_w, model_ok, count_ge, below, truncate, tval, tidx, 0, rows,
+               n_rows)  # fmt: skip
+    out_dev[:] = -1
+    if not tval[0, 1] > -np.inf:
+        return -1, 0.0
+    best = tidx[0, 1]
+    g = rq[GPU]
+    if policy == FRAGMENTATION_AWARE:
+        sc, dev = _frag_best(free, gpu_free, best, rq[0], g, t_cpu, t_gpu, t_k, t_w, model_ok,
+                             count_ge, below, truncate)  # fmt: skip
+        if dev >= 0:
+            out_dev[0] = dev
+            return best, sc
+        _best_fit_devices(gpu_free, best, g, out_dev)
+        return best, sc
+    _best_fit_devices(gpu_free, best, g, out_dev)
+    if policy == FIRST_FIT:
+        return best, 0.0
+    weight_sum = 0.0
+    for c in range(wt.shape[0]):
+        weight_sum += wt[c]
+    if weight_sum <= 0.0:
+        weight_sum = 1.0
+    return best, _score(policy, free, capacity, inv_cap, inv_max_cap, best, rq, wt, weight_sum)

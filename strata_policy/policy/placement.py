@@ -22,6 +22,7 @@ from strata_policy.model.decisions import Policy, Reason
 from strata_policy.model.objects import Placement, Workload
 from strata_policy.policy import placement_inputs as inputs
 from strata_policy.policy.explain import SPREAD_CONFLICT, insufficient, unfit_reason
+from strata_policy.policy.placement_cache import place_cached
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskMix, TaskType, shape_of
 
@@ -75,7 +76,23 @@ class PlacementOutcome:
 def place_one(
     matrix: NodeMatrix, workload: Workload, options: PlacementOptions
 ) -> PlacementOutcome:
-    """Place all replicas of ``workload`` or none; does not mutate ``matrix``."""
+    """Place all replicas of ``workload`` or none; does not mutate ``matrix``.
+
+    A single replica without spread (any policy but RANDOM) is answered from the matrix's
+    persistent score tree for its shape (``placement_cache``); the rest, and every unplaced
+    answer (it needs the reasons), run the batch kernel on this one workload.
+    """
+    policy = options.policy
+    if workload.replicas == 1 and not workload.spread_key and policy is not Policy.RANDOM:
+        types: tuple[TaskType, ...] = ()
+        if policy is Policy.FRAGMENTATION_AWARE:
+            types = _task_types(options) or (_own_shape(workload),)
+        found = place_cached(
+            matrix, workload, POLICY_CODES[policy], options.resource_weights, types,
+            options.fgd_truncate,
+        )  # fmt: skip
+        if found is not None:
+            return PlacementOutcome(found[0], found[1])
     return _place(matrix, [workload], options, private=workload.replicas > 1)[0]
 
 

@@ -10,6 +10,10 @@ selector masks) is shared between copies; the mutable part (``allocated``, ``fre
 one memcpy of the state and nothing else. ``free = capacity - allocated`` is kept in step by
 ``allocate``/``deallocate`` so that kernels read one matrix. Every change bumps the node's entry
 in ``version``; derived per-node caches (the FGD statistics) compare stamps to find stale rows.
+Every change is also appended to ``journal`` (node indices, in order): the placement score
+trees kept in ``trees`` replay it from the position they last saw. ``epoch`` names one journal:
+it changes when the journal is cleared (it is bounded) and in a copy, which starts with an empty
+journal and no trees (so copies stay cheap).
 
 GPU accounting: ``gpu_free[n, d]`` is the free milli of device ``d`` (0..1000), -1 where node
 ``n`` has fewer than ``d + 1`` devices. A share (< 1000) takes milli from one device; ``k × 1000``
@@ -22,6 +26,7 @@ readers. Concurrent readers are fine (cache refreshes write the same values).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +39,8 @@ CPU_COL = 0
 MEMORY_COL = 1
 GPU_COL = 2
 
+_EPOCHS = itertools.count(1)
+
 
 class NodeMatrix:
     """Nodes × resources as int64 arrays, with per-device GPU free milli (see module docs)."""
@@ -43,18 +50,21 @@ class NodeMatrix:
         "allocated",
         "capacity",
         "derived",
+        "epoch",
         "free",
         "gpu_devices",
         "gpu_free",
         "index",
         "inv_capacity",
         "inv_max_capacity",
+        "journal",
         "model_code",
         "models",
         "nodes",
         "resource_index",
         "resources",
         "schedulable",
+        "trees",
         "version",
     )
 
@@ -74,6 +84,9 @@ class NodeMatrix:
     models: tuple[str, ...]
     version: np.ndarray
     derived: dict[Any, Any]
+    journal: list[int]
+    epoch: int
+    trees: dict[Any, Any]
     _shared: dict[Any, Any]
 
     @classmethod
@@ -116,6 +129,9 @@ class NodeMatrix:
         self.models = models
         self.version = np.zeros(n_nodes, dtype=np.int64)
         self.derived = {}
+        self.journal = []
+        self.epoch = next(_EPOCHS)
+        self.trees = {}
         self._shared = {}
         return self
 
@@ -129,6 +145,9 @@ class NodeMatrix:
         other.gpu_free = self.gpu_free.copy()
         other.version = self.version.copy()
         other.derived = {key: value.copy() for key, value in self.derived.items()}
+        other.journal = []
+        other.epoch = next(_EPOCHS)
+        other.trees = {}
         return other
 
     def __len__(self) -> int:
@@ -243,6 +262,11 @@ class NodeMatrix:
         for d in gpu_devices:
             self.gpu_free[node_index, d] -= sign * per_device
         self.version[node_index] += 1
+        journal = self.journal
+        journal.append(node_index)
+        if len(journal) > 4 * len(self.nodes) + 64:
+            journal.clear()
+            self.epoch = next(_EPOCHS)
 
     # -- totals -----------------------------------------------------------------------------
 
