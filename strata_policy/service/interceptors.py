@@ -7,12 +7,15 @@ the response, not only the method name.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 import structlog
+
+from strata_policy.errors import SizeLimitExceeded
 
 log = structlog.get_logger("strata.rpc")
 
@@ -95,3 +98,64 @@ class LoggingInterceptor(ServerInterceptorBase):
             return call
 
         return wrap_unary(handler, behaviour)
+
+
+class ConcurrencyLimitInterceptor(ServerInterceptorBase):
+    """Refuses PolicyService calls beyond ``maximum`` in progress (queued or running).
+
+    gRPC asks interceptors for the handler when a call arrives, before it waits for a worker
+    thread, so the count here includes calls waiting in the queue. A refused call ends with
+    RESOURCE_EXHAUSTED and an ErrorInfo naming the limit (``max_concurrent_rpcs``), unlike
+    gRPC's own limit which says nothing more. Health and reflection are never refused.
+    """
+
+    def __init__(self, maximum: int) -> None:
+        self.maximum = maximum
+        self._lock = threading.Lock()
+        self.in_flight = 0
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        if not handler_call_details.method.startswith("/strata."):
+            return continuation(handler_call_details)
+        with self._lock:
+            if self.in_flight >= self.maximum:
+                refused = self.in_flight + 1
+                return grpc.unary_unary_rpc_method_handler(
+                    lambda request, context: _refuse(context, refused, self.maximum)
+                )
+            self.in_flight += 1
+        try:
+            handler = continuation(handler_call_details)
+        except BaseException:
+            self._release()
+            raise
+        if handler is None or handler.unary_unary is None:
+            self._release()
+            return handler
+
+        def behaviour(
+            inner: Callable[[Any, grpc.ServicerContext], Any],
+        ) -> Callable[[Any, grpc.ServicerContext], Any]:
+            def call(request: Any, context: grpc.ServicerContext) -> Any:
+                try:
+                    return inner(request, context)
+                finally:
+                    self._release()
+
+            return call
+
+        return wrap_unary(handler, behaviour)
+
+    def _release(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+
+def _refuse(context: grpc.ServicerContext, value: int, maximum: int) -> None:
+    from strata_policy.service.status import abort  # noqa: PLC0415  # status imports grpc_status
+
+    abort(context, SizeLimitExceeded("max_concurrent_rpcs", value, maximum))

@@ -27,7 +27,7 @@ from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 from strata_policy.engine import Engine
 from strata_policy.kernels import warmup
 from strata_policy.service.config import ServerConfig
-from strata_policy.service.interceptors import LoggingInterceptor
+from strata_policy.service.interceptors import ConcurrencyLimitInterceptor, LoggingInterceptor
 from strata_policy.service.servicer import PolicyServicer
 
 if TYPE_CHECKING:
@@ -51,7 +51,12 @@ class Server:
         if self.metrics is not None:
             self.metrics.set_cluster_source(self.engine.clusters)
         # Logging first (outermost), so that calls auth turns away are logged and counted too.
-        interceptors: list[grpc.ServerInterceptor[Any, Any]] = [LoggingInterceptor(self.metrics)]
+        # Then the concurrency limit, so that refused calls are logged and counted as well.
+        self.limiter = ConcurrencyLimitInterceptor(config.max_concurrent_rpcs)
+        interceptors: list[grpc.ServerInterceptor[Any, Any]] = [
+            LoggingInterceptor(self.metrics),
+            self.limiter,
+        ]
         auth = _auth(config)
         if auth is not None:
             interceptors.append(auth)
@@ -62,7 +67,8 @@ class Server:
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", config.max_message_bytes),
             ],
-            maximum_concurrent_rpcs=config.max_concurrent_rpcs,
+            # gRPC's own limit is only a backstop (it refuses without details), far above ours.
+            maximum_concurrent_rpcs=config.max_concurrent_rpcs * 4 + 64,
         )
         svc_grpc.add_PolicyServiceServicer_to_server(  # type: ignore[no-untyped-call]  # generated
             PolicyServicer(self.engine), self.grpc
