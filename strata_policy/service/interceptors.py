@@ -83,21 +83,26 @@ class LoggingInterceptor(ServerInterceptorBase):
                     raise
                 finally:
                     seconds = time.perf_counter() - start
-                    log.info(
-                        "rpc",
-                        method=short,
-                        cluster_id=getattr(request, "cluster_id", ""),
-                        request_id=getattr(request, "request_id", ""),
-                        generation=getattr(response, "generation", None),
-                        code=code.name,
-                        duration_ms=round(seconds * 1000, 3),
-                    )
-                    if self.observer is not None:
-                        self.observer.observe_rpc(short, code.name, seconds)
+                    line = {
+                        "method": short,
+                        "cluster_id": getattr(request, "cluster_id", ""),
+                        "request_id": getattr(request, "request_id", ""),
+                        "generation": getattr(response, "generation", None),
+                        "code": code.name,
+                        "duration_ms": round(seconds * 1000, 3),
+                    }
+                    # Written once the call is over, so the line costs the caller nothing.
+                    if not context.add_callback(lambda: self._emit(line, seconds)):
+                        self._emit(line, seconds)
 
             return call
 
         return wrap_unary(handler, behaviour)
+
+    def _emit(self, line: dict[str, Any], seconds: float) -> None:
+        log.info("rpc", **line)
+        if self.observer is not None:
+            self.observer.observe_rpc(line["method"], line["code"], seconds)
 
 
 class ConcurrencyLimitInterceptor(ServerInterceptorBase):

@@ -9,8 +9,7 @@ is open. That is how a dry run or a failed batch changes nothing: simulate, then
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Placement, RunningWorkload, Snapshot
@@ -151,25 +150,13 @@ class ClusterState:
         self._record(lambda: self._unplace(old, new))
         return new
 
-    @contextmanager
-    def transaction(self) -> Iterator[Transaction]:
-        """Record every change; undo them all on an exception or ``rollback()``.
+    def transaction(self) -> Transaction:
+        """``with state.transaction() as txn``: record every change; undo them all on an
+        exception or ``txn.rollback()``.
 
         Not re-entrant: the engine opens one transaction per call, under the cluster lock.
         """
-        if self._undo is not None:
-            raise RuntimeError("transaction already open")
-        self._undo = []
-        self.touched, self.created = set(), set()
-        txn = Transaction(self)
-        try:
-            yield txn
-        except BaseException:
-            txn.rollback()
-            raise
-        finally:
-            self._undo = None
-            self.touched, self.created = set(), set()
+        return Transaction(self)
 
     # --- internals -----------------------------------------------------------------------
 
@@ -213,6 +200,21 @@ class Transaction:
 
     def __init__(self, state: ClusterState) -> None:
         self._state = state
+
+    def __enter__(self) -> Transaction:
+        state = self._state
+        if state._undo is not None:
+            raise RuntimeError("transaction already open")
+        state._undo = []
+        state.touched, state.created = set(), set()
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            self.rollback()
+        state = self._state
+        state._undo = None
+        state.touched, state.created = set(), set()
 
     @property
     def changed(self) -> bool:

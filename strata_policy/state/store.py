@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from strata_policy.errors import ClusterNotFound, SizeLimitExceeded
 
@@ -25,6 +23,13 @@ class Slot:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.state: ClusterState | None = None
+
+    def __enter__(self) -> Slot:
+        self.lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
 
     def require(self, cluster_id: str) -> ClusterState:
         """The state, or ``ClusterNotFound``."""
@@ -42,15 +47,16 @@ class Store:
         self._guard = threading.Lock()
         self._answers: OrderedDict[tuple[str, str, str], object] = OrderedDict()
 
-    @contextmanager
-    def slot(self, cluster_id: str) -> Iterator[Slot]:
-        """Hold the cluster id's lock for the duration of one operation."""
-        with self._guard:
-            slot = self._slots.get(cluster_id)
-            if slot is None:
-                slot = self._slots[cluster_id] = Slot()
-        with slot.lock:
-            yield slot
+    def slot(self, cluster_id: str) -> Slot:
+        """The cluster id's slot; ``with store.slot(id) as slot`` holds its lock meanwhile.
+
+        (A plain class rather than a generator context manager: this is on every call's path.)
+        """
+        slot = self._slots.get(cluster_id)
+        if slot is None:
+            with self._guard:
+                slot = self._slots.setdefault(cluster_id, Slot())
+        return slot
 
     def cluster_ids(self) -> list[str]:
         """Ids of the clusters that exist, sorted."""
