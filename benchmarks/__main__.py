@@ -16,6 +16,15 @@ from pathlib import Path
 
 def main(names: list[str]) -> int:
     """Run the named benchmarks (all when none) and print markdown."""
+    import logging  # noqa: PLC0415
+
+    import structlog  # noqa: PLC0415
+
+    # The engine's logs would interleave with the tables: keep warnings only, on stderr.
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
     here = Path(__file__).parent
     modules = sorted(p.stem for p in here.glob("bench_*.py"))
     chosen = [m for m in modules if not names or m.removeprefix("bench_") in names or m in names]
