@@ -53,3 +53,16 @@ def test_batch_equals_one_by_one(
     alone = [single_engine.place("c", [w], options=options).results[0] for w in workloads]
     assert together == tuple(alone)
     assert batch_engine.snapshot("c")[1] == single_engine.snapshot("c")[1]
+
+
+def test_quota_freed_by_an_unplaced_workload_goes_to_the_next() -> None:
+    """An unplaceable workload gives its quota back, so one behind it in the chunk is admitted."""
+    limit = (Scope("org", limit={"gpu": 4000}),)
+    nowhere = Workload("nowhere", "org", {"gpu": 4000}, gpu_model="H100")
+    fits = [Workload(f"w{i}", "org", {"gpu": 1000}) for i in range(FAST_PATH_MIN)]
+    engine = Engine(clock=lambda: 1)
+    engine.push_snapshot("c", Snapshot(NODES, limit))
+    results = engine.place("c", [nowhere, *fits]).results
+    assert results[0].decision.value == "UNPLACED"
+    assert [r.decision.value for r in results[1:5]] == ["PLACED"] * 4
+    assert {r.decision.value for r in results[5:]} == {"DENIED"}

@@ -104,12 +104,16 @@ def _admit_and_place_fast(
     """The same answers as the one-by-one loop, with placement done in chunks by one kernel call.
 
     For a chunk: decide quota one by one (charging the admitted), then ``place_batch`` the
-    admitted ones in one call. If every admitted workload was placed, the chunk is exactly what
-    the one-by-one loop would have done, and is committed. Otherwise everything up to the first
-    unplaced workload still is (nothing before it differs); the chunk is rolled back, that prefix
-    and the unplaced workload are redone exactly, and the next chunk starts right after it,
-    smaller. Chunks double while they succeed, so a batch that mostly fits costs a few kernel
-    calls, and one that mostly does not fits degrades to the one-by-one cost.
+    admitted ones in one call (each all or nothing; one that does not fit allocates nothing). Then
+    replay the chunk exactly: roll the charges back and walk the decisions again, committing the
+    kernel's placements. Up to the first unplaced workload the decisions are exact by
+    construction. After it, each decision is taken again without that workload's charge; while
+    it comes out the same, the kernel's placement for it is exact too (the same workloads before
+    it hold the same nodes). At the first one that differs, the chunk stops there and the next
+    chunk starts with it, smaller. A chunk also ends before a "no" that follows an admitted
+    workload of the same chunk (the "no" may be an artefact of a charge that will not stay, and
+    a "no" can be costly: it searches for reclaim victims). Chunks double while nothing is
+    redone, so a batch costs a few kernel calls plus at most two quota decisions per workload.
     """
     ordered = list(batch_order(state.tree, workloads, order, state.capacity))  # static orders
     results: list[WorkloadResult] = []
@@ -119,26 +123,37 @@ def _admit_and_place_fast(
         mark = txn.mark()
         decisions: list[WorkloadResult] = []
         admitted: list[Workload] = []
-        for i in indexes:
+        for k, i in enumerate(indexes):
             w = workloads[i]
             decision = decide_admit(state.tree, state.workloads, w, state.capacity)
+            if decision.decision is not Decision.ADMITTED and admitted:
+                # A "no" that may only be due to a workload above that will not get nodes: end
+                # the chunk here, and decide it again once the kernel has said which did.
+                indexes = indexes[:k]
+                break
             decisions.append(decision)
             if decision.decision is Decision.ADMITTED:
                 state.add(RunningWorkload(w, (), now_ms))
                 admitted.append(w)
         outcomes = place_batch(state.matrix, admitted, options)
-        failed = next((k for k, o in enumerate(outcomes) if not o.placed), None)
         txn.rollback(mark)
         placed = iter(outcomes)
+        unplaced_before = redone = False
         for decision, i in zip(decisions, indexes, strict=True):
             w = workloads[i]
+            if (
+                unplaced_before
+                and decide_admit(state.tree, state.workloads, w, state.capacity) != decision
+            ):
+                redone = True
+                break
+            pos += 1
             if decision.decision is not Decision.ADMITTED:
                 results.append(decision)
-                pos += 1
                 continue
             outcome = next(placed)
-            pos += 1
             if not outcome.placed:
+                unplaced_before = True
                 results.append(
                     replace(
                         decision,
@@ -147,7 +162,7 @@ def _admit_and_place_fast(
                         explanation=outcome.explanation,
                     )
                 )
-                break
+                continue
             state.add(RunningWorkload(w, outcome.placements, now_ms))
             results.append(
                 replace(
@@ -157,7 +172,7 @@ def _admit_and_place_fast(
                     score=outcome.score,
                 )
             )
-        chunk = min(chunk * 2, FAST_PATH_MAX) if failed is None else FAST_PATH_MIN
+        chunk = FAST_PATH_MIN if redone else min(chunk * 2, FAST_PATH_MAX)
     return results
 
 
