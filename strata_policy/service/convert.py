@@ -9,6 +9,7 @@ callers get the same answers.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
@@ -28,6 +29,9 @@ POLICIES = {
     pb.POLICY_UNSPECIFIED: model.Policy.LEAST_ALLOCATED,
     **{getattr(pb, f"POLICY_{p.value}"): p for p in model.Policy},
 }
+# One shared, read-only empty mapping for the many workloads and nodes without labels or
+# selectors: a pushed million-workload snapshot would otherwise hold a million empty dicts.
+_NO_LABELS: Mapping[str, str] = MappingProxyType({})
 DECISIONS = {d: getattr(pb, f"DECISION_{d.value}") for d in model.Decision}
 VICTIM_REASONS = {r: getattr(pb, f"VICTIM_REASON_{r.value}") for r in model.VictimReason}
 
@@ -40,7 +44,7 @@ def node_from_proto(m: pb.Node) -> model.Node:
     return model.Node(
         id=m.id,
         capacity=dict(m.capacity),
-        labels=dict(m.labels),
+        labels=dict(m.labels) if m.labels else _NO_LABELS,
         unschedulable=m.unschedulable,
         gpu_model=m.gpu_model,
     )
@@ -67,7 +71,7 @@ def workload_from_proto(m: pb.Workload) -> model.Workload:
         replicas=m.replicas or 1,
         priority=m.priority,
         preemptible=m.preemptible if m.HasField("preemptible") else True,
-        node_selector=dict(m.node_selector) if m.node_selector else {},
+        node_selector=dict(m.node_selector) if m.node_selector else _NO_LABELS,
         gpu_model=m.gpu_model,
         spread_key=m.spread.topology_key if m.HasField("spread") else "",
         queued_at_ms=m.queued_at_ms,
@@ -76,7 +80,8 @@ def workload_from_proto(m: pb.Workload) -> model.Workload:
 
 def placement_from_proto(m: pb.Placement) -> model.Placement:
     """One replica's placement."""
-    return model.Placement(node_id=m.node_id, gpu_devices=tuple(m.gpu_devices))
+    devices = m.gpu_devices
+    return model.Placement(node_id=m.node_id, gpu_devices=tuple(devices) if devices else ())
 
 
 def running_from_proto(m: pb.RunningWorkload) -> model.RunningWorkload:

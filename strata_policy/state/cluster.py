@@ -67,27 +67,23 @@ class ClusterState:
         tree = QuotaTree.build(snapshot.scopes)
         mix = task_mix.copy() if task_mix is not None else TaskMix()
         state = cls(cluster_id, snapshot, generation, matrix, tree, mix)
-        violations: list[FieldViolation] = []
-        for i, rw in enumerate(snapshot.workloads):
-            request = rw.workload.request
-            for j, p in enumerate(rw.placements):
-                n = matrix.index[p.node_id]
-                problem = matrix.replica_fit_error(n, request, p.gpu_devices)
-                if problem is not None:
-                    violations.append(
-                        FieldViolation(
-                            f"{path}.workloads[{i}].placements[{j}]",
-                            f"on node {p.node_id!r}: {problem}",
-                        )
-                    )
-                else:
-                    matrix.allocate(n, request, p.gpu_devices)
-            tree.charge(rw.workload.scope_id, rw.workload.total)
+        if not matrix.allocate_running(snapshot.workloads):
+            violations = _allocate_one_by_one(matrix, snapshot, path)
+            if violations:
+                raise InvalidArgument(violations)
+        charges: dict[str, dict[str, int]] = {}
+        for rw in snapshot.workloads:
+            w = rw.workload
+            charge = charges.get(w.scope_id)
+            if charge is None:
+                charge = charges[w.scope_id] = {}
+            for r, amount in w.request.items():
+                charge[r] = charge.get(r, 0) + amount * w.replicas
             state._insert(rw)
             if task_mix is None:
-                mix.observe(rw.workload)
-        if violations:
-            raise InvalidArgument(violations)
+                mix.observe(w)
+        for scope_id, amounts in charges.items():  # once per scope, not per workload
+            tree.charge(scope_id, amounts)
         return state
 
     # --- reading -------------------------------------------------------------------------
@@ -232,3 +228,23 @@ class Transaction:
             return
         while len(undo) > to:
             undo.pop()()
+
+
+def _allocate_one_by_one(matrix: NodeMatrix, snapshot: Snapshot, path: str) -> list[FieldViolation]:
+    """Allocate replica by replica in snapshot order, naming each one that does not fit."""
+    violations: list[FieldViolation] = []
+    for i, rw in enumerate(snapshot.workloads):
+        request = rw.workload.request
+        for j, p in enumerate(rw.placements):
+            n = matrix.index[p.node_id]
+            problem = matrix.replica_fit_error(n, request, p.gpu_devices)
+            if problem is not None:
+                violations.append(
+                    FieldViolation(
+                        f"{path}.workloads[{i}].placements[{j}]",
+                        f"on node {p.node_id!r}: {problem}",
+                    )
+                )
+            else:
+                matrix.allocate(n, request, p.gpu_devices)
+    return violations

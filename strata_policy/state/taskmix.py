@@ -44,7 +44,8 @@ class TaskType:
 
 def shape_of(workload: Workload) -> Shape:
     """The FGD grouping key of one replica of ``workload``."""
-    models = "|".join(sorted(workload.gpu_models))
+    spec = workload.gpu_model
+    models = "|".join(sorted(workload.gpu_models)) if "|" in spec else spec
     return (int(workload.request.get(CPU, 0)), int(workload.request.get(GPU, 0)), models)
 
 
