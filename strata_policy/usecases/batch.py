@@ -81,7 +81,7 @@ def place(
     admitted = len(known)
     options = _with_mix(state, options)
     if not known and order is not Order.FAIR and len(workloads) >= FAST_PATH_MIN:
-        fast = _admit_and_place_fast(state, txn, workloads, order, options, now_ms)
+        fast = _admit_and_place_fast(state, workloads, order, options, now_ms)
         return lambda generation: BatchResult(generation, tuple(fast))
     results: list[WorkloadResult] = []
     for i in batch_order(state.tree, batch, order, state.capacity):
@@ -95,7 +95,6 @@ def place(
 
 def _admit_and_place_fast(
     state: ClusterState,
-    txn: Transaction,
     workloads: Sequence[Workload],
     order: Order,
     options: PlacementOptions,
@@ -103,40 +102,30 @@ def _admit_and_place_fast(
 ) -> list[WorkloadResult]:
     """The same answers as the one-by-one loop, with placement done in chunks by one kernel call.
 
-    For a chunk: decide quota one by one (charging the admitted), then ``place_batch`` the
-    admitted ones in one call (each all or nothing; one that does not fit allocates nothing). Then
-    replay the chunk exactly: roll the charges back and walk the decisions again, committing the
-    kernel's placements. Up to the first unplaced workload the decisions are exact by
-    construction. After it, each decision is taken again without that workload's charge; while
-    it comes out the same, the kernel's placement for it is exact too (the same workloads before
-    it hold the same nodes). At the first one that differs, the chunk stops there and the next
-    chunk starts with it, smaller. A chunk also ends before a "no" that follows an admitted
-    workload of the same chunk (the "no" may be an artefact of a charge that will not stay, and
-    a "no" can be costly: it searches for reclaim victims). Chunks double while nothing is
-    redone, so a batch costs a few kernel calls plus at most two quota decisions per workload.
+    For a chunk: decide quota one by one (charging the admitted to the tree), then
+    ``place_batch`` the admitted ones in one call (each all or nothing; one that does not fit
+    allocates nothing). Then replay the chunk exactly: refund the charges and walk the decisions
+    again, committing the kernel's placements. Up to the first unplaced workload the decisions
+    are exact by construction. After it, each decision is taken again without that workload's
+    charge; while it comes out the same, the kernel's placement for it is exact too (the same
+    workloads before it hold the same nodes). At the first one that differs, the chunk stops
+    there and the next chunk starts with it, smaller (see ``_decide_chunk`` for where a chunk's
+    deciding stops). Chunks double while nothing is redone, so a batch costs a few kernel calls
+    plus at most two quota decisions per workload.
     """
     ordered = list(batch_order(state.tree, workloads, order, state.capacity))  # static orders
     results: list[WorkloadResult] = []
     pos, chunk = 0, FAST_PATH_MIN
     while pos < len(ordered):
         indexes = ordered[pos : pos + chunk]
-        mark = txn.mark()
         decisions: list[WorkloadResult] = []
         admitted: list[Workload] = []
-        for k, i in enumerate(indexes):
-            w = workloads[i]
-            decision = decide_admit(state.tree, state.workloads, w, state.capacity)
-            if decision.decision is not Decision.ADMITTED and admitted:
-                # A "no" that may only be due to a workload above that will not get nodes: end
-                # the chunk here, and decide it again once the kernel has said which did.
-                indexes = indexes[:k]
-                break
-            decisions.append(decision)
-            if decision.decision is Decision.ADMITTED:
-                state.add(RunningWorkload(w, (), now_ms))
-                admitted.append(w)
-        outcomes = place_batch(state.matrix, admitted, options)
-        txn.rollback(mark)
+        try:
+            indexes = _decide_chunk(state, workloads, indexes, decisions, admitted)
+            outcomes = place_batch(state.matrix, admitted, options)
+        finally:
+            for w in reversed(admitted):  # the charges were only for deciding the chunk
+                state.tree.refund(w.scope_id, w.total)
         placed = iter(outcomes)
         unplaced_before = redone = False
         for decision, i in zip(decisions, indexes, strict=True):
@@ -165,15 +154,41 @@ def _admit_and_place_fast(
                 continue
             state.add(RunningWorkload(w, outcome.placements, now_ms))
             results.append(
-                replace(
-                    decision,
-                    decision=Decision.PLACED,
+                WorkloadResult(
+                    w.id,
+                    Decision.PLACED,
                     placements=outcome.placements,
+                    borrowed=decision.borrowed,
                     score=outcome.score,
                 )
             )
         chunk = FAST_PATH_MIN if redone else min(chunk * 2, FAST_PATH_MAX)
     return results
+
+
+def _decide_chunk(
+    state: ClusterState,
+    workloads: Sequence[Workload],
+    indexes: list[int],
+    decisions: list[WorkloadResult],
+    admitted: list[Workload],
+) -> list[int]:
+    """Decide a chunk's quota, charging the admitted to the tree; returns the indexes decided.
+
+    Only the tree is charged: an ADMITTED decision reads nothing else, and the chunk ends before
+    a "no" that follows an admitted workload — that "no" may only be due to a workload that will
+    not get nodes, so it is decided again, in the next chunk, once the kernel has said which did.
+    """
+    for k, i in enumerate(indexes):
+        w = workloads[i]
+        decision = decide_admit(state.tree, state.workloads, w, state.capacity)
+        if decision.decision is not Decision.ADMITTED and admitted:
+            return indexes[:k]
+        decisions.append(decision)
+        if decision.decision is Decision.ADMITTED:
+            state.tree.charge(w.scope_id, w.total)
+            admitted.append(w)
+    return indexes
 
 
 def _with_mix(state: ClusterState, options: PlacementOptions) -> PlacementOptions:
