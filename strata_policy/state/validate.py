@@ -18,6 +18,7 @@ from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU, valid_
 MAX_REPLICAS = 100_000
 MAX_ID_LENGTH = 253  # a Kubernetes object name
 MAX_DEVICES_PER_NODE = 64
+MAX_SCOPE_DEPTH = 64  # real tenancy trees are a handful of levels; this bounds every path walk
 
 
 def check(violations: list[FieldViolation]) -> None:
@@ -129,21 +130,58 @@ def scope_tree(scopes: Sequence[Scope], path: str, out: list[FieldViolation]) ->
     for i, s in enumerate(scopes):
         if s.parent_id and s.parent_id not in by_id:
             out.append(FieldViolation(f"{path}[{i}].parent_id", f"unknown parent {s.parent_id!r}"))
-    reported: set[str] = set()
-    for i, s in enumerate(scopes):
-        walk, cur = [s.id], s.parent_id
-        while cur and cur in by_id and cur not in walk:
+    _cycles_and_depth(scopes, by_id, seen, path, out)
+
+
+def _cycles_and_depth(
+    scopes: Sequence[Scope],
+    by_id: Mapping[str, Scope],
+    first: Mapping[str, int],
+    path: str,
+    out: list[FieldViolation],
+) -> None:
+    """Report each cycle once, and scopes deeper than ``MAX_SCOPE_DEPTH``; O(scopes).
+
+    Each scope's depth is found once, walking up until a scope of known depth (memoised), so a
+    long chain costs its length, not its length squared. A walk that meets itself is a cycle.
+    """
+    depth: dict[str, int] = {}
+    in_cycle: set[str] = set()
+    for s in scopes:
+        if s.id in depth or s.id in in_cycle:
+            continue
+        walk: list[str] = []
+        on_walk: dict[str, int] = {}
+        cur = s.id
+        while cur in by_id and cur not in depth and cur not in in_cycle:
+            if cur in on_walk:
+                cycle = walk[on_walk[cur] :]
+                in_cycle.update(cycle)
+                if len(cycle) > 1:  # a scope that is its own parent is reported by ``scope``
+                    i = first[cycle[0]]
+                    out.append(
+                        FieldViolation(
+                            f"{path}[{i}].parent_id",
+                            "cycle in the scope tree: " + " -> ".join([*cycle, cur]),
+                        )
+                    )
+                break
+            on_walk[cur] = len(walk)
             walk.append(cur)
             cur = by_id[cur].parent_id
-        if cur and cur in walk and s.id not in reported and s.parent_id != s.id:
-            cycle = walk[walk.index(cur) :]
-            reported.update(cycle)
-            out.append(
-                FieldViolation(
-                    f"{path}[{i}].parent_id",
-                    "cycle in the scope tree: " + " -> ".join([*cycle, cur]),
+        base = depth.get(cur, 0) if cur in by_id else 0
+        for k, sid in enumerate(reversed(walk)):
+            if sid in in_cycle:
+                continue
+            depth[sid] = base + k + 1
+            if depth[sid] == MAX_SCOPE_DEPTH + 1:
+                out.append(
+                    FieldViolation(
+                        f"{path}[{first[sid]}].parent_id",
+                        f"scope {sid!r} is {MAX_SCOPE_DEPTH + 1} levels deep; "
+                        f"the tree may be at most {MAX_SCOPE_DEPTH} deep",
+                    )
                 )
-            )
 
 
 def unique(ids: Iterable[str], path: str, what: str, out: list[FieldViolation]) -> None:
