@@ -81,7 +81,14 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="write a whole snapshot after this many changes to a cluster",
     )
     p.add_argument("--metrics-address", default=_env("metrics_address", ""), help="host:port")
-    for name in ("max_clusters", "max_nodes", "max_scopes", "max_workloads", "max_batch"):
+    for name in (
+        "max_clusters",
+        "max_nodes",
+        "max_scopes",
+        "max_workloads",
+        "max_batch",
+        "max_batch_replicas",
+    ):
         flag = "--" + name.replace("_", "-")
         p.add_argument(flag, type=int, default=int(_env(name, str(getattr(lim, name)))))
     p.set_defaults(handler=_run_serve)
@@ -113,6 +120,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             max_scopes=args.max_scopes,
             max_workloads=args.max_workloads,
             max_batch=args.max_batch,
+            max_batch_replicas=args.max_batch_replicas,
         ),
     )
     try:

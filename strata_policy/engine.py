@@ -225,7 +225,7 @@ class Engine:
         now_ms: int = 0,
     ) -> BatchResult:
         """Quota decisions for a batch (DESIGN §2); admitted ones hold quota, not nodes."""
-        self.limits.check_batch(len(workloads))
+        self.limits.check_batch(len(workloads), _replicas(workloads))
         result = self._mutate(
             cluster_id,
             "admit",
@@ -254,7 +254,7 @@ class Engine:
         now_ms: int = 0,
     ) -> BatchResult:
         """Admit-and-place inline workloads, and place admitted ones by id (DESIGN §3)."""
-        self.limits.check_batch(len(workloads) + len(workload_ids))
+        self.limits.check_batch(len(workloads) + len(workload_ids), _replicas(workloads))
         opts = options or PlacementOptions()
         result = self._mutate(
             cluster_id,
@@ -395,6 +395,11 @@ def _workload_delta(state: ClusterState) -> Delta:
     removed = tuple(sorted(w for w in gone if w not in state.workloads))
     upserts = tuple(state.workloads[w] for w in state.snapshot_order(state.touched))
     return Delta(upsert_workloads=upserts, remove_workload_ids=removed)
+
+
+def _replicas(workloads: Sequence[Workload]) -> int:
+    """Replicas a batch asks for (out-of-range counts are the validator's to report)."""
+    return sum(min(max(w.replicas, 0), validate.MAX_REPLICAS) for w in workloads)
 
 
 def _cluster_id(cluster_id: str) -> None:

@@ -8,6 +8,7 @@ from strata_policy.errors import InvalidArgument
 from strata_policy.model import Scope, Snapshot
 from strata_policy.state import validate
 from strata_policy.state.validate import MAX_SCOPE_DEPTH
+from strata_policy.testing import node
 
 
 def chain(length: int, prefix: str = "s") -> list[Scope]:
@@ -69,3 +70,11 @@ def test_many_cycles_each_reported_once() -> None:
     assert len(violations(scopes)) == 2000
     with pytest.raises(InvalidArgument):
         validate.check(validate.snapshot_shape(Snapshot((), tuple(scopes))))
+
+
+def test_too_many_resource_names_on_nodes() -> None:
+    """Every distinct node resource is a matrix column, so their number is bounded."""
+    nodes = tuple(node(f"n{i}", extra={f"r{i}": 1}) for i in range(100))
+    got = validate.snapshot_shape(Snapshot(nodes, ()))
+    assert len(got) == 1
+    assert got[0].field == "snapshot.nodes[62].capacity"

@@ -75,7 +75,9 @@ def replay1(
     options = placement_options(spec, seed, shapes)
     # Protocol 1 has no clock (every arrival at time 0) and one batch may exceed the server's
     # default batch limit, which guards a network API, not an in-process replay.
-    engine = Engine(clock=lambda: 0, limits=Limits(max_batch=max(len(arrivals), 1)))
+    replicas = sum(w.replicas for w in arrivals)
+    limits = Limits(max_batch=max(len(arrivals), 1), max_batch_replicas=max(replicas, 1))
+    engine = Engine(clock=lambda: 0, limits=limits)
     engine.push_snapshot(CLUSTER_ID, shuffled_nodes(trace, seed))
     started = time.perf_counter()
     if per_arrival:

@@ -16,6 +16,7 @@ class Limits:
     max_scopes: int = 100_000
     max_workloads: int = 2_000_000
     max_batch: int = 10_000
+    max_batch_replicas: int = 100_000
     idempotency_entries: int = 10_000
 
     def check_sizes(self, nodes: int, scopes: int, workloads: int) -> None:
@@ -28,7 +29,9 @@ class Limits:
             if value > maximum:
                 raise SizeLimitExceeded(name, value, maximum)
 
-    def check_batch(self, size: int) -> None:
-        """Raise ``SizeLimitExceeded`` when a batch is too large."""
+    def check_batch(self, size: int, replicas: int = 0) -> None:
+        """Raise ``SizeLimitExceeded`` when a batch has too many workloads or replicas."""
         if size > self.max_batch:
             raise SizeLimitExceeded("max_batch", size, self.max_batch)
+        if replicas > self.max_batch_replicas:
+            raise SizeLimitExceeded("max_batch_replicas", replicas, self.max_batch_replicas)

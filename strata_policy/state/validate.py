@@ -15,7 +15,8 @@ from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Node, RunningWorkload, Scope, Snapshot, Workload
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU, valid_gpu_request
 
-MAX_REPLICAS = 100_000
+MAX_REPLICAS = 10_000  # one gang; the largest training jobs are a few thousand replicas
+MAX_NODE_RESOURCES = 64  # distinct resource names across a cluster's nodes: the matrix's columns
 MAX_ID_LENGTH = 253  # a Kubernetes object name
 MAX_DEVICES_PER_NODE = 64
 MAX_SCOPE_DEPTH = 64  # real tenancy trees are a handful of levels; this bounds every path walk
@@ -193,9 +194,26 @@ def unique(ids: Iterable[str], path: str, what: str, out: list[FieldViolation]) 
         seen.add(value)
 
 
+def node_resources(nodes: Sequence[Node], path: str, out: list[FieldViolation]) -> None:
+    """At most ``MAX_NODE_RESOURCES`` distinct resource names over all nodes (each is a column
+    of the node × resource matrix, so an unbounded count would be an unbounded allocation)."""
+    names: set[str] = set()
+    for i, n in enumerate(nodes):
+        names.update(n.capacity)
+        if len(names) > MAX_NODE_RESOURCES:
+            out.append(
+                FieldViolation(
+                    f"{path}[{i}].capacity",
+                    f"more than {MAX_NODE_RESOURCES} distinct resource names across the nodes",
+                )
+            )
+            return
+
+
 def snapshot_shape(snap: Snapshot, path: str = "snapshot") -> list[FieldViolation]:
     """Everything that can be checked without building the node state."""
     out: list[FieldViolation] = []
+    node_resources(snap.nodes, f"{path}.nodes", out)
     for i, n in enumerate(snap.nodes):
         node(n, f"{path}.nodes[{i}]", out)
     unique((n.id for n in snap.nodes), f"{path}.nodes", "node", out)
