@@ -40,6 +40,7 @@ MEMORY_COL = 1
 GPU_COL = 2
 
 _EPOCHS = itertools.count(1)
+_MAX_LABEL_KEYS = 64
 
 
 class NodeMatrix:
@@ -158,11 +159,17 @@ class NodeMatrix:
     def label_codes(self, key: str) -> tuple[np.ndarray, dict[str, int]]:
         """Per node, a code for its value of label ``key`` (-1 when absent), and the code map.
 
-        Built once per key (nodes are immutable) and shared by every copy of the matrix.
+        Built once per key (nodes are immutable) and shared by every copy of the matrix. Keys
+        come from requests, so at most ``_MAX_LABEL_KEYS`` are kept (the cache is emptied when
+        full): a client naming many keys costs time, not unbounded memory.
         """
         cache_key = ("label", key)
         found = self._shared.get(cache_key)
         if found is None:
+            labels = [k for k in self._shared if isinstance(k, tuple) and k[:1] == ("label",)]
+            if len(labels) >= _MAX_LABEL_KEYS:
+                for k in labels:
+                    del self._shared[k]
             values: dict[str, int] = {}
             codes = np.empty(len(self.nodes), dtype=np.int64)
             for n, nd in enumerate(self.nodes):
