@@ -18,6 +18,7 @@ class Limits:
     max_batch: int = 10_000
     max_batch_replicas: int = 100_000
     idempotency_entries: int = 10_000
+    idempotency_results: int = 1_000_000  # results held by remembered answers, all clusters
 
     def check_sizes(self, nodes: int, scopes: int, workloads: int) -> None:
         """Raise ``SizeLimitExceeded`` for the first size above its limit."""

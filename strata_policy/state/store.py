@@ -45,7 +45,8 @@ class Store:
         self.limits = limits or Limits()
         self._slots: dict[str, Slot] = {}
         self._guard = threading.Lock()
-        self._answers: OrderedDict[tuple[str, str, str], object] = OrderedDict()
+        self._answers: OrderedDict[tuple[str, str, str], tuple[object, int]] = OrderedDict()
+        self._weight = 0  # Σ results held by the remembered answers
 
     def slot(self, cluster_id: str) -> Slot:
         """The cluster id's slot; ``with store.slot(id) as slot`` holds its lock meanwhile.
@@ -74,19 +75,29 @@ class Store:
         if not request_id:
             return None
         with self._guard:
-            return self._answers.get((cluster_id, method, request_id))
+            found = self._answers.get((cluster_id, method, request_id))
+            return found[0] if found is not None else None
 
     def remember(self, cluster_id: str, method: str, request_id: str, answer: object) -> None:
-        """Remember an answer for retries (bounded, oldest forgotten first)."""
+        """Remember an answer for retries, oldest forgotten first, bounded both in entries and in
+        results held (a batch answer weighs its number of results)."""
         if not request_id:
             return
+        weight = max(len(getattr(answer, "results", ())), 1)
         with self._guard:
-            self._answers[(cluster_id, method, request_id)] = answer
-            while len(self._answers) > self.limits.idempotency_entries:
-                self._answers.popitem(last=False)
+            old = self._answers.pop((cluster_id, method, request_id), None)
+            self._weight -= old[1] if old is not None else 0
+            self._answers[(cluster_id, method, request_id)] = (answer, weight)
+            self._weight += weight
+            while self._answers and (
+                len(self._answers) > self.limits.idempotency_entries
+                or self._weight > self.limits.idempotency_results
+            ):
+                _, (_, dropped) = self._answers.popitem(last=False)
+                self._weight -= dropped
 
     def forget_cluster(self, cluster_id: str) -> None:
         """Drop remembered answers of a deleted cluster."""
         with self._guard:
             for key in [k for k in self._answers if k[0] == cluster_id]:
-                del self._answers[key]
+                self._weight -= self._answers.pop(key)[1]
