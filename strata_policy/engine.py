@@ -378,7 +378,10 @@ class Engine:
     def _apply_delta(self, state: ClusterState, delta: Delta) -> ClusterState:
         snap, violations = apply_delta(state.snapshot(), delta)
         self.limits.check_sizes(len(snap.nodes), len(snap.scopes), len(snap.workloads))
-        validate.check(violations + validate.snapshot_shape(snap))
+        # The delta's own items first, with the delta's paths; the whole result (parents,
+        # cycles, references) only when they are clean, so no problem is reported twice.
+        validate.check(violations)
+        validate.check(validate.snapshot_shape(snap))
         return ClusterState.build(state.cluster_id, snap, state.generation + 1, state.task_mix)
 
     def _journal(self, change: Change, state: ClusterState) -> None:
