@@ -57,6 +57,21 @@ def _frag(node: Node, free: Mapping[str, int], devs: list[int], t: TaskType) -> 
     return sum(f for f in devs if f < per)
 
 
+def _stranded(free: Mapping[str, int], taken: int, types: Sequence[TaskType]) -> float:
+    """GPU milli the free CPU cannot feed at the GPU shapes' CPU per GPU milli (``ρ``), with
+    ``taken`` milli of GPU about to go."""
+    c = 0.0
+    g = 0.0
+    for t in types:
+        if t.gpu_milli > 0:
+            c += t.weight * t.cpu_milli
+            g += t.weight * (min(t.gpu_milli, 1000) * max(1, t.gpu_milli // 1000))
+    rho = c / g if g > 0.0 else 0.0
+    if rho <= 0.0:
+        return 0.0
+    return max(0.0, (free.get("gpu", 0) - taken) - free.get("cpu", 0) / rho)
+
+
 class Naive:
     """Nodes plus mutable free state; ``place`` decides one workload and applies it."""
 
@@ -154,7 +169,7 @@ class Naive:
         return 0.0
 
     def _fgd(
-        self, n: int, wl: Workload, types: Sequence[TaskType], truncate: bool
+        self, n: int, wl: Workload, types: Sequence[TaskType], fgd_score: str
     ) -> tuple[float, tuple[int, ...]]:
         nd, g, devs = self.nodes[n], wl.request.get("gpu", 0), self.devs[n]
         cpu = wl.request.get("cpu", 0)
@@ -176,7 +191,14 @@ class Naive:
                 delta += t.weight * (
                     _frag(nd, free_after, after, t) - _frag(nd, self.free[n], devs, t)
                 )
-            score = float(int(100.0 / (1.0 + math.exp(delta / 1000.0)))) if truncate else -delta
+            if fgd_score == "UNTRUNCATED":
+                score = -delta
+            else:
+                if fgd_score == "REFINED":
+                    delta += _stranded(free_after, g, types) - _stranded(self.free[n], 0, types)
+                score = float(int(100.0 / (1.0 + math.exp(delta / 1000.0))))
+                if fgd_score == "REFINED" and 0 < g < 1000:
+                    score += (1000 - after[chosen[0]]) / 2048.0
             if score > best:
                 best, best_devs = score, chosen
         return best, best_devs
@@ -204,7 +226,7 @@ class Naive:
         weights: Mapping[str, float] = {},  # read-only default
         seed: int = 0,
         types: Sequence[TaskType] = (),
-        truncate: bool = False,
+        fgd_score: str = "UNTRUNCATED",
     ) -> NaiveResult:
         """Place every replica or none; applies the placements when they all fit."""
         w = self._weights(wl, weights)
@@ -222,7 +244,7 @@ class Naive:
                     best, best_score = n, 0.0
                     break
                 if policy is Policy.FRAGMENTATION_AWARE:
-                    sc, devs = self._fgd(n, wl, types, truncate)
+                    sc, devs = self._fgd(n, wl, types, fgd_score)
                 elif policy is Policy.RANDOM:
                     sc = (_node_hash(wseed, r, n) >> 11) * 2.0**-53
                 else:

@@ -8,6 +8,7 @@ from naive_placement import naive_from_matrix
 
 from strata_policy.model import HOSTNAME_KEY, Node, Policy, Workload
 from strata_policy.policy.placement import (
+    FgdScore,
     PlacementOptions,
     PlacementOutcome,
     place_batch,
@@ -82,7 +83,7 @@ TYPES = st.lists(
 
 @st.composite
 def options(draw: st.DrawFn) -> PlacementOptions:
-    """Any policy, optional weights, a seed, FGD shapes and truncation."""
+    """Any policy, optional weights, a seed, FGD shapes and FGD score."""
     weights = (
         draw(st.dictionaries(st.sampled_from(["cpu", "memory", "gpu", "rdma"]), st.floats(0.5, 3)))
         if draw(st.booleans())
@@ -93,7 +94,7 @@ def options(draw: st.DrawFn) -> PlacementOptions:
         resource_weights=weights,
         seed=draw(st.integers(0, 3)),
         task_types=tuple(draw(TYPES)),
-        fgd_truncate=draw(st.booleans()),
+        fgd_score=draw(st.sampled_from(list(FgdScore))),
     )
 
 
@@ -119,7 +120,12 @@ def test_kernel_matches_naive_twin(
     got = place_batch(m, batch, opts)
     for wl, out in zip(batch, got, strict=True):
         want = twin.place(
-            wl, opts.policy, opts.resource_weights, opts.seed, opts.task_types, opts.fgd_truncate
+            wl,
+            opts.policy,
+            opts.resource_weights,
+            opts.seed,
+            opts.task_types,
+            opts.fgd_score.value,
         )
         assert out.placements == want.placements, (wl, out, want)
         assert out.explanation == want.explanation
@@ -173,7 +179,12 @@ def test_cached_place_one_tracks_commits_and_releases(
             continue
         wl = pool[pick % len(pool)]
         want = naive_from_matrix(m).place(
-            wl, opts.policy, opts.resource_weights, opts.seed, opts.task_types, opts.fgd_truncate
+            wl,
+            opts.policy,
+            opts.resource_weights,
+            opts.seed,
+            opts.task_types,
+            opts.fgd_score.value,
         )
         got = place_one(m, wl, opts)
         assert got.placements == want.placements, (wl, got, want)

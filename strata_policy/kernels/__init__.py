@@ -22,11 +22,15 @@ from strata_policy.kernels.fit import (
     MOST_ALLOCATED,
     RANDOM,
 )
+from strata_policy.kernels.frag import FGD_PAPER, FGD_REFINED, FGD_UNTRUNCATED
 
 __all__ = [
     "BALANCED_ALLOCATION",
     "BEST_FIT",
     "DOT_PRODUCT",
+    "FGD_PAPER",
+    "FGD_REFINED",
+    "FGD_UNTRUNCATED",
     "FIRST_FIT",
     "FRAGMENTATION_AWARE",
     "LEAST_ALLOCATED",

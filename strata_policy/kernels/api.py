@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from strata_policy.kernels.frag import _frag_rows
+from strata_policy.kernels.frag import FGD_REFINED, FGD_UNTRUNCATED, _frag_rows
 from strata_policy.kernels.place import _place_batch
 from strata_policy.kernels.tree import _tree_place
 
@@ -64,6 +64,11 @@ class BatchArrays:
     offsets: np.ndarray
 
 
+def _check_mode(fgd_mode: int) -> None:
+    if not FGD_UNTRUNCATED <= fgd_mode <= FGD_REFINED:
+        raise ValueError(f"fgd_mode {fgd_mode}: expected 0, 1 or 2 (see kernels.frag)")
+
+
 def _check(name: str, a: np.ndarray, dtype: np.dtype, shape: tuple[int | None, ...]) -> None:
     if a.dtype != dtype:
         raise ValueError(f"{name}: dtype {a.dtype}, expected {dtype}")
@@ -94,7 +99,7 @@ def place_batch_arrays(
     policy: int,
     apply_last: bool,
     frag: FragArrays,
-    truncate: bool = False,
+    fgd_mode: int = FGD_REFINED,
     tree_of: np.ndarray | None = None,
     n_trees: int = 0,
 ) -> BatchArrays:
@@ -103,7 +108,9 @@ def place_batch_arrays(
 
     ``tree_of[w]`` names the score tree (``0 <= k < n_trees``, see ``kernels.tree``) serving
     workload ``w``, or -1 for a linear scan. Workloads sharing a tree must share their request
-    row, weights row and mask, have no spread key, and the policy must not be RANDOM."""
+    row, weights row and mask, have no spread key, and the policy must not be RANDOM.
+    ``fgd_mode`` is FRAGMENTATION_AWARE's score (``FGD_UNTRUNCATED``, ``FGD_PAPER``,
+    ``FGD_REFINED``; see ``kernels.frag``)."""
     n, r = free.shape
     d = gpu_free.shape[1]
     w = req.shape[0]
@@ -134,6 +141,7 @@ def place_batch_arrays(
         _check(name, a, dt, shape)
     if r < 3:
         raise ValueError("the first three columns must be cpu, memory, gpu")
+    _check_mode(fgd_mode)
     if w > 1 and (mask_id.min() < 0 or mask_id.max() >= masks.shape[0]):
         raise ValueError("mask_id out of range")
     if w > 1 and (spread_id.min() < -1 or spread_id.max() >= spread.shape[0]):
@@ -165,7 +173,7 @@ def place_batch_arrays(
         free, gpu_free, capacity, inv_cap, inv_max_cap, masks, mask_id, spread, spread_id,
         req, replicas, offsets, weights, seeds, impossible, policy, apply_last,
         frag.t_cpu, frag.t_gpu, frag.t_k, frag.t_w, frag.model_ok, frag.count_ge, frag.below,
-        truncate, tree_of, tval, tidx, journal, node, devices, score, fit, counts,
+        fgd_mode, tree_of, tval, tidx, journal, node, devices, score, fit, counts,
     )  # fmt: skip
     return BatchArrays(node, devices, score, fit, counts, offsets)
 
@@ -192,7 +200,7 @@ class ScoreTree:
         req: np.ndarray,
         weights: np.ndarray,
         frag: FragArrays,
-        truncate: bool,
+        fgd_mode: int,
     ) -> None:
         n, r = free.shape
         d = gpu_free.shape[1]
@@ -217,13 +225,14 @@ class ScoreTree:
             _check(name, a, dt, shape)
         if r < 3 or not 0 <= policy < 7:
             raise ValueError("bad columns or policy (RANDOM has no tree)")
+        _check_mode(fgd_mode)
         self._size = 1 << max(0, (n - 1).bit_length())
         self._tval = np.empty((1, 2 * self._size), dtype=np.float64)
         self._tidx = np.empty((1, 2 * self._size), dtype=np.int64)
         self._dev = np.empty(d, dtype=np.int64)
         self._args = (policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask, req, weights,
                       frag.t_cpu, frag.t_gpu, frag.t_k, frag.t_w, frag.model_ok, frag.count_ge,
-                      frag.below, truncate)  # fmt: skip
+                      frag.below, fgd_mode)  # fmt: skip
         self.built = False
 
     @property
@@ -288,7 +297,7 @@ def warmup() -> None:
             policy=policy, free=free, gpu_free=gpu_free, capacity=free, inv_cap=1.0 / free,
             inv_max_cap=np.ones(3), mask=np.ones(2, dtype=np.bool_),
             req=np.array([1000, 0, 500], dtype=np.int64), weights=np.ones(3), frag=frag,
-            truncate=policy % 2 == 0,
+            fgd_mode=policy % 3,
         )  # fmt: skip
         tree.place(None)
         tree.place(np.array([1], dtype=np.int64))
@@ -311,7 +320,7 @@ def warmup() -> None:
             policy=policy,
             apply_last=True,
             frag=frag,
-            truncate=policy % 2 == 0,
+            fgd_mode=policy % 3,
             tree_of=np.array([0, -1] if policy != 7 else [-1, -1], dtype=np.int64),
             n_trees=1,
         )

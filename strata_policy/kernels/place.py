@@ -124,7 +124,7 @@ def _place_batch(
     model_ok: np.ndarray,
     count_ge: np.ndarray,
     below: np.ndarray,
-    truncate: bool,
+    fgd_mode: int,
     tree_of: np.ndarray,
     tval: np.ndarray,
     tidx: np.ndarray,
@@ -168,7 +168,7 @@ def _place_batch(
                 start = tsync[k]
                 if start < 0 or start < jlen:
                     _tree_sync(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask, rq,
-                               wt, t_cpu, t_gpu, t_k, t_w, model_ok, count_ge, below, truncate,
+                               wt, t_cpu, t_gpu, t_k, t_w, model_ok, count_ge, below, fgd_mode,
                                tval, tidx, k, journal[max(start, 0) : jlen],
                                jlen - start if start >= 0 else -1)  # fmt: skip
                     tsync[k] = jlen
@@ -177,7 +177,7 @@ def _place_batch(
                     if fgd:
                         best_score, best_dev = _frag_best(free, gpu_free, best, rq[CPU], g, t_cpu,
                                                           t_gpu, t_k, t_w, model_ok, count_ge,
-                                                          below, truncate)  # fmt: skip
+                                                          below, fgd_mode)  # fmt: skip
                     elif policy == FIRST_FIT:
                         best_score = 0.0
                     else:
@@ -199,7 +199,7 @@ def _place_batch(
                 dev = -1
                 if fgd:
                     sc, dev = _frag_best(free, gpu_free, n, rq[CPU], g, t_cpu, t_gpu, t_k,
-                                         t_w, model_ok, count_ge, below, truncate)  # fmt: skip
+                                         t_w, model_ok, count_ge, below, fgd_mode)  # fmt: skip
                 elif policy == RANDOM:
                     sc = float(_node_hash(seeds[w], r, n) >> np.uint64(11)) * 2.0**-53
                 else:

@@ -71,14 +71,14 @@ def _leaf_fgd(
     model_ok: np.ndarray,
     count_ge: np.ndarray,
     below: np.ndarray,
-    truncate: bool,
+    fgd_mode: int,
 ) -> float:
     """``_leaf_score`` for FRAGMENTATION_AWARE. Kept out of the resource policies' loops: a
     call with this many arrays in a hot loop costs their reference counting on every node."""
     if not mask[n] or _resources_fit(free, n, rq) >= 0 or not _gpu_fits(gpu_free, n, rq[GPU]):
         return -np.inf
     sc, _ = _frag_best(free, gpu_free, n, rq[0], rq[GPU], t_cpu, t_gpu, t_k, t_w, model_ok,
-                       count_ge, below, truncate)  # fmt: skip
+                       count_ge, below, fgd_mode)  # fmt: skip
     if sc > -np.inf:
         return sc + 0.0
     return -np.inf
@@ -178,7 +178,7 @@ def _sync_fgd(
     model_ok: np.ndarray,
     count_ge: np.ndarray,
     below: np.ndarray,
-    truncate: bool,
+    fgd_mode: int,
     tval: np.ndarray,
     tidx: np.ndarray,
     k: int,
@@ -190,7 +190,7 @@ def _sync_fgd(
     for i in range(free.shape[0] if full else rows.shape[0]):
         n = i if full else rows[i]
         s = _leaf_fgd(free, gpu_free, mask, n, rq, t_cpu, t_gpu, t_k, t_w, model_ok, count_ge,
-                      below, truncate)  # fmt: skip
+                      below, fgd_mode)  # fmt: skip
         if full:
             tval[k, p + n] = s
         else:
@@ -215,7 +215,7 @@ def _tree_sync(
     model_ok: np.ndarray,
     count_ge: np.ndarray,
     below: np.ndarray,
-    truncate: bool,
+    fgd_mode: int,
     tval: np.ndarray,
     tidx: np.ndarray,
     k: int,
@@ -230,7 +230,7 @@ def _tree_sync(
     part = rows[: max(n_rows, 0)]
     if policy == FRAGMENTATION_AWARE:
         _sync_fgd(free, gpu_free, mask, rq, t_cpu, t_gpu, t_k, t_w, model_ok, count_ge, below,
-                  truncate, tval, tidx, k, part, full)  # fmt: skip
+                  fgd_mode, tval, tidx, k, part, full)  # fmt: skip
     else:
         _sync_resource(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask, rq, wt,
                        tval, tidx, k, part, full)  # fmt: skip
@@ -256,7 +256,7 @@ def _tree_place(
     model_ok: np.ndarray,
     count_ge: np.ndarray,
     below: np.ndarray,
-    truncate: bool,
+    fgd_mode: int,
     tval: np.ndarray,
     tidx: np.ndarray,
     rows: np.ndarray,
@@ -266,7 +266,7 @@ def _tree_place(
     """One replica with tree 0: sync it (``rows``/``n_rows`` as ``_tree_sync``), then the best
     node (-1 when none fits), its score and devices (as the batch kernel chooses them)."""
     _tree_sync(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask, rq, wt, t_cpu, t_gpu,
-               t_k, t_w, model_ok, count_ge, below, truncate, tval, tidx, 0, rows,
+               t_k, t_w, model_ok, count_ge, below, fgd_mode, tval, tidx, 0, rows,
                n_rows)  # fmt: skip
     out_dev[:] = -1
     if not tval[0, 1] > -np.inf:
@@ -275,7 +275,7 @@ def _tree_place(
     g = rq[GPU]
     if policy == FRAGMENTATION_AWARE:
         sc, dev = _frag_best(free, gpu_free, best, rq[0], g, t_cpu, t_gpu, t_k, t_w, model_ok,
-                             count_ge, below, truncate)  # fmt: skip
+                             count_ge, below, fgd_mode)  # fmt: skip
         if dev >= 0:
             out_dev[0] = dev
             return best, sc

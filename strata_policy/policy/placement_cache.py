@@ -56,10 +56,11 @@ def place_cached(
     policy: int,
     weights: Mapping[str, float],
     types: tuple[TaskType, ...],
-    truncate: bool,
+    fgd_mode: int,
 ) -> tuple[tuple[Placement, ...], float] | None:
     """The placement of one replica of ``workload`` and its score, or None when nothing fits
-    (or the request names a resource no node has). ``types`` is the FGD mix (FGD only)."""
+    (or the request names a resource no node has). ``types`` is the FGD mix and ``fgd_mode`` its
+    score (FGD only)."""
     selector = workload.node_selector
     key = (
         policy,
@@ -67,7 +68,7 @@ def place_cached(
         tuple(selector.items()) if selector else (),
         workload.gpu_model,
         _weights_key(weights),
-        truncate,
+        fgd_mode,
         len(types),
     )
     trees = matrix.trees
@@ -86,7 +87,7 @@ def place_cached(
             ):
                 entry = None
         if entry is None:
-            entry = _new_entry(matrix, workload, policy, weights, types, truncate, frag)
+            entry = _new_entry(matrix, workload, policy, weights, types, fgd_mode, frag)
             if entry is None:
                 return None
         trees[key] = entry  # most recently used last
@@ -109,7 +110,7 @@ def _new_entry(
     policy: int,
     weights: Mapping[str, float],
     types: tuple[TaskType, ...],
-    truncate: bool,
+    fgd_mode: int,
     frag: kernels.FragArrays | None,
 ) -> _Entry | None:
     req, missing = inputs.request_row(matrix, workload.request)
@@ -131,6 +132,6 @@ def _new_entry(
         req=req,
         weights=np.ascontiguousarray(inputs.weight_rows(matrix, req[None, :], weights)[0]),
         frag=frag if frag is not None else kernels.FragArrays.empty(len(matrix)),
-        truncate=truncate,
+        fgd_mode=fgd_mode,
     )
     return _Entry(tree, types, frag)

@@ -15,7 +15,7 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy import model
-from strata_policy.policy.placement import PlacementOptions
+from strata_policy.policy.placement import FgdScore, PlacementOptions
 from strata_policy.state.changes import Delta
 from strata_policy.state.taskmix import TaskType
 
@@ -28,6 +28,10 @@ ORDERS = {
 POLICIES = {
     pb.POLICY_UNSPECIFIED: model.Policy.LEAST_ALLOCATED,
     **{getattr(pb, f"POLICY_{p.value}"): p for p in model.Policy},
+}
+FRAGMENTATION_SCORES = {
+    pb.FRAGMENTATION_SCORE_UNSPECIFIED: FgdScore.REFINED,
+    **{getattr(pb, f"FRAGMENTATION_SCORE_{s.value}"): s for s in FgdScore},
 }
 # One shared, read-only empty mapping for the many workloads and nodes without labels or
 # selectors: a pushed million-workload snapshot would otherwise hold a million empty dicts.
@@ -123,6 +127,7 @@ def options_from_proto(
     """Placement options from a Place or Reclaim request."""
     task_types: tuple[TaskType, ...] = ()
     coverage = 0.95
+    fgd_score = FgdScore.REFINED
     if fragmentation is not None:
         task_types = tuple(
             TaskType(
@@ -134,12 +139,14 @@ def options_from_proto(
             for t in fragmentation.task_types
         )
         coverage = fragmentation.coverage or 0.95
+        fgd_score = FRAGMENTATION_SCORES.get(fragmentation.score, FgdScore.REFINED)
     return PlacementOptions(
         policy=POLICIES.get(policy, model.Policy.LEAST_ALLOCATED),
         resource_weights=dict(weights),
         seed=seed,
         task_types=task_types,
         coverage=coverage,
+        fgd_score=fgd_score,
     )
 
 

@@ -3,11 +3,13 @@
 A policy is named on the command line as ``NAME`` or ``NAME:variant``:
 
 - ``NAME`` is any ``model.Policy`` (``FIRST_FIT``, ``BEST_FIT``, ``RANDOM``, ...) with the engine's
-  own defaults; ``FRAGMENTATION_AWARE`` is ours (untruncated score).
+  own defaults; ``FRAGMENTATION_AWARE`` is the engine's default FGD, the refined score.
 - ``BEST_FIT:paper`` weighs cpu and gpu 0.5 each, normalised by the largest node of the trace, as
   the FGD paper's Best-fit does (its memory term is absent: memory only filters there).
 - ``FRAGMENTATION_AWARE:paper`` truncates the score to an integer like the paper's FGD
-  (``int(100 · sigmoid(ΔF / 1000))``), ties going to the first node of the seed's order.
+  (``int(100 · sigmoid(ΔF / 1000))``), ties going to the first node of the seed's order;
+  ``FRAGMENTATION_AWARE:untruncated`` scores the strict ``−ΔF``; ``FRAGMENTATION_AWARE:refined``
+  adds CPU-stranded GPU milli to ΔF and breaks ties by device best fit (``FgdScore``).
 
 FGD needs the workload mix: the replay passes the trace's typical shapes explicitly
 (``task_types``), the same 35 shapes on the openb default trace as the paper uses.
@@ -21,12 +23,23 @@ from dataclasses import dataclass
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import Policy
 from strata_policy.model.resources import CPU, GPU
-from strata_policy.policy.placement import PlacementOptions
+from strata_policy.policy.placement import FgdScore, PlacementOptions
 from strata_policy.simulate.metrics import Shape
 from strata_policy.state.taskmix import TaskType
 
-VARIANTS = {"paper"}
-DEFAULT_POLICIES = "RANDOM,BEST_FIT:paper,FRAGMENTATION_AWARE:paper,FRAGMENTATION_AWARE"
+_FGD_VARIANTS = {
+    "paper": FgdScore.PAPER,
+    "untruncated": FgdScore.UNTRUNCATED,
+    "refined": FgdScore.REFINED,
+}
+VARIANTS = {
+    Policy.BEST_FIT: frozenset({"paper"}),
+    Policy.FRAGMENTATION_AWARE: frozenset(_FGD_VARIANTS),
+}
+DEFAULT_POLICIES = (
+    "RANDOM,BEST_FIT:paper,FRAGMENTATION_AWARE:paper,FRAGMENTATION_AWARE:untruncated,"
+    "FRAGMENTATION_AWARE"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +64,11 @@ def parse_policy(text: str) -> PolicySpec:
         names = ", ".join(p.value for p in Policy)
         raise InvalidArgument.one("policies", f"unknown policy {name!r} (one of {names})") from None
     variant = variant.strip().lower()
-    if variant and (variant not in VARIANTS or policy not in _PAPER_POLICIES):
+    if variant and variant not in VARIANTS.get(policy, ()):
         raise InvalidArgument.one(
-            "policies", f"unknown variant {text!r}: only BEST_FIT:paper, FRAGMENTATION_AWARE:paper"
+            "policies",
+            f"unknown variant {text!r}: only BEST_FIT:paper, FRAGMENTATION_AWARE:paper, "
+            "FRAGMENTATION_AWARE:untruncated, FRAGMENTATION_AWARE:refined",
         )
     return PolicySpec(policy, variant)
 
@@ -64,9 +79,6 @@ def parse_policies(text: str) -> tuple[PolicySpec, ...]:
     if not specs:
         raise InvalidArgument.one("policies", "no policy named")
     return tuple(dict.fromkeys(specs))
-
-
-_PAPER_POLICIES = (Policy.BEST_FIT, Policy.FRAGMENTATION_AWARE)
 
 
 def task_types(shapes: Sequence[Shape]) -> tuple[TaskType, ...]:
@@ -86,5 +98,5 @@ def placement_options(spec: PolicySpec, seed: int, shapes: Sequence[Shape]) -> P
         resource_weights=weights,
         seed=seed,
         task_types=task_types(shapes) if fgd else (),
-        fgd_truncate=fgd and spec.variant == "paper",
+        fgd_score=_FGD_VARIANTS.get(spec.variant, FgdScore.REFINED) if fgd else FgdScore.REFINED,
     )

@@ -40,6 +40,13 @@ class VictimReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     VICTIM_REASON_UNSPECIFIED: _ClassVar[VictimReason]
     VICTIM_REASON_RECLAIM_BORROWED: _ClassVar[VictimReason]
     VICTIM_REASON_LOWER_PRIORITY: _ClassVar[VictimReason]
+
+class FragmentationScore(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FRAGMENTATION_SCORE_UNSPECIFIED: _ClassVar[FragmentationScore]
+    FRAGMENTATION_SCORE_PAPER: _ClassVar[FragmentationScore]
+    FRAGMENTATION_SCORE_UNTRUNCATED: _ClassVar[FragmentationScore]
+    FRAGMENTATION_SCORE_REFINED: _ClassVar[FragmentationScore]
 DECISION_UNSPECIFIED: Decision
 DECISION_ADMITTED: Decision
 DECISION_DENIED: Decision
@@ -62,6 +69,10 @@ POLICY_RANDOM: Policy
 VICTIM_REASON_UNSPECIFIED: VictimReason
 VICTIM_REASON_RECLAIM_BORROWED: VictimReason
 VICTIM_REASON_LOWER_PRIORITY: VictimReason
+FRAGMENTATION_SCORE_UNSPECIFIED: FragmentationScore
+FRAGMENTATION_SCORE_PAPER: FragmentationScore
+FRAGMENTATION_SCORE_UNTRUNCATED: FragmentationScore
+FRAGMENTATION_SCORE_REFINED: FragmentationScore
 
 class Node(_message.Message):
     __slots__ = ("id", "capacity", "labels", "unschedulable", "gpu_model")
@@ -340,9 +351,11 @@ class TaskType(_message.Message):
     def __init__(self, request: _Optional[_Mapping[str, int]] = ..., gpu_model: _Optional[str] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class FragmentationOptions(_message.Message):
-    __slots__ = ("task_types", "coverage")
+    __slots__ = ("task_types", "coverage", "score")
     TASK_TYPES_FIELD_NUMBER: _ClassVar[int]
     COVERAGE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
     task_types: _containers.RepeatedCompositeFieldContainer[TaskType]
     coverage: float
-    def __init__(self, task_types: _Optional[_Iterable[_Union[TaskType, _Mapping]]] = ..., coverage: _Optional[float] = ...) -> None: ...
+    score: FragmentationScore
+    def __init__(self, task_types: _Optional[_Iterable[_Union[TaskType, _Mapping]]] = ..., coverage: _Optional[float] = ..., score: _Optional[_Union[FragmentationScore, str]] = ...) -> None: ...

@@ -1,0 +1,85 @@
+"""FRAGMENTATION_AWARE's three scores on small named clusters, and the engine's default."""
+
+from __future__ import annotations
+
+import pytest
+from strata.policy.v1 import types_pb2 as pb
+
+from strata_policy.model import Policy
+from strata_policy.policy.placement import FgdScore, PlacementOptions, place_one
+from strata_policy.service.convert import options_from_proto
+from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.taskmix import TaskType
+from strata_policy.testing import node, workload
+
+# One GPU shape (11 CPUs per GPU: rho = 11 CPU milli per GPU milli) and one CPU-only shape.
+MIX = (TaskType(11_000, 1000, "", 0.8), TaskType(32_000, 0, "", 0.2))
+
+
+def _matrix_busy_second() -> NodeMatrix:
+    """Node a: 8 idle GPUs, 96 CPUs. Node b: 96 CPUs, its 8 GPUs all taken."""
+    m = NodeMatrix.from_nodes([node("a", cpu=96, gpus=8), node("b", cpu=96, gpus=8)])
+    m.allocate(m.index["b"], {"gpu": 8000}, tuple(range(8)))
+    return m
+
+
+@pytest.mark.parametrize(
+    ("score", "want"),
+    [
+        pytest.param(FgdScore.PAPER, "a", id="paper: ΔF is 0 on both, the tie goes to node order"),
+        pytest.param(FgdScore.UNTRUNCATED, "a", id="untruncated: equal −ΔF, node order"),
+        pytest.param(
+            FgdScore.REFINED, "b", id="refined: CPU-only work avoids starving the idle GPUs"
+        ),
+    ],
+)
+def test_cpu_only_work_and_stranding(score: FgdScore, want: str) -> None:
+    """32 CPUs of CPU-only work: only the refined score sees that node a's 8 idle GPUs would
+    be left with 64 CPUs, less than the 88 their typical work needs."""
+    m = _matrix_busy_second()
+    wl = workload("w", "s", cpu=32)
+    out = place_one(m, wl, PlacementOptions(Policy.FRAGMENTATION_AWARE, task_types=MIX,
+                                            fgd_score=score))  # fmt: skip
+    assert [p.node_id for p in out.placements] == [want]
+
+
+@pytest.mark.parametrize(
+    ("score", "want_node", "want_dev"),
+    [
+        pytest.param(FgdScore.PAPER, "a", 0, id="paper: same truncated score, node order"),
+        pytest.param(FgdScore.REFINED, "b", 1, id="refined: the device left with least free"),
+    ],
+)
+def test_share_tie_break(score: FgdScore, want_node: str, want_dev: int) -> None:
+    """A 200-milli share scoring equally on two nodes goes, under the refined score, to the
+    device it leaves with the least free milli."""
+    mix = (TaskType(0, 100, "", 1.0),)
+    m = NodeMatrix.from_nodes([node("a", cpu=8, gpus=2), node("b", cpu=8, gpus=2)])
+    m.allocate(m.index["b"], {"gpu": 500}, (1,))
+    wl = workload("w", "s", cpu=1, gpu_milli=200)
+    out = place_one(m, wl, PlacementOptions(Policy.FRAGMENTATION_AWARE, task_types=mix,
+                                            fgd_score=score))  # fmt: skip
+    assert [(p.node_id, p.gpu_devices) for p in out.placements] == [(want_node, (want_dev,))]
+
+
+def test_engine_default_is_refined() -> None:
+    """A caller that names no score gets the refined one (the best on the openb trace)."""
+    assert PlacementOptions(Policy.FRAGMENTATION_AWARE).fgd_score is FgdScore.REFINED
+
+
+@pytest.mark.parametrize(
+    ("wire", "want"),
+    [
+        pytest.param(
+            pb.FRAGMENTATION_SCORE_UNSPECIFIED, FgdScore.REFINED, id="unspecified: default"
+        ),
+        pytest.param(pb.FRAGMENTATION_SCORE_PAPER, FgdScore.PAPER, id="paper"),
+        pytest.param(pb.FRAGMENTATION_SCORE_UNTRUNCATED, FgdScore.UNTRUNCATED, id="untruncated"),
+        pytest.param(pb.FRAGMENTATION_SCORE_REFINED, FgdScore.REFINED, id="refined"),
+    ],
+)
+def test_score_from_the_wire(wire: int, want: FgdScore) -> None:
+    """FragmentationOptions.score maps to PlacementOptions.fgd_score; UNSPECIFIED = REFINED."""
+    frag = pb.FragmentationOptions(score=wire)
+    opts = options_from_proto(pb.POLICY_FRAGMENTATION_AWARE, {}, 0, frag)
+    assert opts.fgd_score is want
