@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 from strata.policy.v1 import types_pb2 as pb
 
+from strata_policy.errors import InvalidArgument
 from strata_policy.model import Policy
 from strata_policy.policy.placement import FgdScore, PlacementOptions, place_one
 from strata_policy.service.convert import options_from_proto
+from strata_policy.simulate.policies import parse_policy, placement_options
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 from strata_policy.testing import node, workload
@@ -83,3 +85,30 @@ def test_score_from_the_wire(wire: int, want: FgdScore) -> None:
     frag = pb.FragmentationOptions(score=wire)
     opts = options_from_proto(pb.POLICY_FRAGMENTATION_AWARE, {}, 0, frag)
     assert opts.fgd_score is want
+
+
+@pytest.mark.parametrize(
+    ("name", "want"),
+    [
+        pytest.param("FRAGMENTATION_AWARE", FgdScore.REFINED, id="plain: the engine's default"),
+        pytest.param("FRAGMENTATION_AWARE:paper", FgdScore.PAPER, id="paper"),
+        pytest.param("fragmentation_aware:Untruncated", FgdScore.UNTRUNCATED, id="untruncated"),
+        pytest.param("FRAGMENTATION_AWARE:refined", FgdScore.REFINED, id="refined"),
+    ],
+)
+def test_simulate_variant_names(name: str, want: FgdScore) -> None:
+    """The simulator's FGD variant names choose the engine's score."""
+    assert placement_options(parse_policy(name), 42, ()).fgd_score is want
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("BEST_FIT:refined", id="refined is FGD's only"),
+        pytest.param("FRAGMENTATION_AWARE:exact", id="unknown variant"),
+    ],
+)
+def test_simulate_bad_variant(name: str) -> None:
+    """A variant its policy does not have is refused."""
+    with pytest.raises(InvalidArgument):
+        parse_policy(name)
