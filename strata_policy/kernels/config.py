@@ -5,16 +5,56 @@ run placements side by side, ``cache`` so that a restarted server loads the mach
 ``__pycache__`` instead of compiling again. Setting ``NUMBA_DISABLE_JIT=1`` in the environment
 turns every kernel into plain Python (numba honours it itself), which is how coverage runs.
 Kernels are declared with ``@kernel``, which is ``njit(**JIT)`` keeping the function's type.
+
+The cache lives in a folder named after a digest of every kernel source file and numba's
+version. numba invalidates a cached kernel only when *its own* file changes, so a kernel that
+inlines a helper from another file would otherwise keep running the helper's old code after an
+upgrade; with the digest in the path, any change to any kernel file starts a fresh cache. The
+base folder is ``NUMBA_CACHE_DIR`` when set (the container image sets it), else the kernels'
+own ``__pycache__`` when writable, else ``~/.cache/strata-policy``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final, TypeVar, cast
 
+import numba
 from numba import njit
 
 JIT: Final = {"nogil": True, "cache": True}
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
+def cache_dir() -> Path:
+    """Where compiled kernels are cached: a folder per version of the kernels' sources."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256(numba.__version__.encode())
+    for source in sorted(here.glob("*.py")):
+        digest.update(source.name.encode())
+        digest.update(source.read_bytes())
+    name = f"strata-kernels-{digest.hexdigest()[:16]}"
+    candidates = [Path(os.environ["NUMBA_CACHE_DIR"])] if os.environ.get("NUMBA_CACHE_DIR") else []
+    candidates += [here / "__pycache__", Path.home() / ".cache" / "strata-policy"]
+    for base in candidates:
+        if _writable(base / name):
+            return base / name
+    return candidates[-1] / name  # numba warns and compiles without a cache if this fails too
+
+
+numba.config.CACHE_DIR = str(cache_dir())  # type: ignore[attr-defined]  # set at import by numba
 
 F = TypeVar("F", bound=Callable[..., object])
 
