@@ -10,6 +10,7 @@ from strata_policy.kernels.api import (
     ScoreTree,
     place_batch_arrays,
     refresh_frag_rows,
+    scan_one,
     warmup,
 )
 from strata_policy.kernels.fit import (
@@ -41,5 +42,6 @@ __all__ = [
     "ScoreTree",
     "place_batch_arrays",
     "refresh_frag_rows",
+    "scan_one",
     "warmup",
 ]

@@ -13,6 +13,7 @@ import numpy as np
 
 from strata_policy.kernels.frag import FGD_REFINED, FGD_UNTRUNCATED, _frag_rows
 from strata_policy.kernels.place import _place_batch
+from strata_policy.kernels.scan import _scan_one
 from strata_policy.kernels.tree import _tree_place
 
 I64 = np.dtype(np.int64)
@@ -260,6 +261,43 @@ class ScoreTree:
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
+def scan_one(
+    *,
+    policy: int,
+    free: np.ndarray,
+    gpu_free: np.ndarray,
+    capacity: np.ndarray,
+    inv_cap: np.ndarray,
+    inv_max_cap: np.ndarray,
+    mask: np.ndarray,
+    req: np.ndarray,
+    weights: np.ndarray,
+) -> tuple[int, float, tuple[int, ...]]:
+    """One replica in one fused pass (``kernels.scan``), a resource policy (codes 0-5): the
+    best node (-1 when none fits), its score and devices, as ``ScoreTree.place`` answers."""
+    n, r = free.shape
+    d = gpu_free.shape[1]
+    for name, a, dt, shape in (
+        ("free", free, I64, (n, r)),
+        ("gpu_free", gpu_free, I64, (n, d)),
+        ("capacity", capacity, I64, (n, r)),
+        ("inv_cap", inv_cap, F64, (n, r)),
+        ("inv_max_cap", inv_max_cap, F64, (r,)),
+        ("mask", mask, BOOL, (n,)),
+        ("req", req, I64, (r,)),
+        ("weights", weights, F64, (r,)),
+    ):
+        _check(name, a, dt, shape)
+    if r < 3 or not 0 <= policy < 6:
+        raise ValueError("bad columns or policy (a resource policy, not FGD or RANDOM)")
+    dev = np.empty(d, dtype=np.int64)
+    best, score = _scan_one(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask, req,
+                            weights, dev)  # fmt: skip
+    if best < 0:
+        return -1, 0.0, ()
+    return best, score, tuple(int(x) for x in dev if x >= 0)
+
+
 def refresh_frag_rows(
     gpu_free: np.ndarray, rows: np.ndarray, t_gpu: np.ndarray, count_ge: np.ndarray,
     below: np.ndarray,
@@ -301,6 +339,12 @@ def warmup() -> None:
         )  # fmt: skip
         tree.place(None)
         tree.place(np.array([1], dtype=np.int64))
+        if policy < 6:
+            scan_one(
+                policy=policy, free=free, gpu_free=gpu_free, capacity=free, inv_cap=1.0 / free,
+                inv_max_cap=np.ones(3), mask=np.ones(2, dtype=np.bool_),
+                req=np.array([1000, 0, 500], dtype=np.int64), weights=np.ones(3),
+            )  # fmt: skip
     for policy in range(8):
         place_batch_arrays(
             free=free.copy(),

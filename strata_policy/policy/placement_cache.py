@@ -5,7 +5,9 @@ matrix that changes by one node per committed replica. A score tree (``kernels.t
 (policy, request, selector, model, weights, FGD mix) lives in ``matrix.trees``; a call replays
 the matrix's ``journal`` since the tree last looked (usually a handful of nodes), rescoring only
 those, and reads the best node at the root. The answer is the linear scan's, bit for bit (same
-per-node helpers, same tie-break). The first call for a shape builds its tree, O(N).
+per-node helpers, same tie-break). A tree pays off only when its shape comes again: the first
+call of a resource-policy shape answers with one fused scan (``kernels.scan_one``) and remembers
+the shape's key; the second call builds the tree, O(N). FGD shapes build their tree at once.
 
 Served here: one replica, no spread key, no resource outside the columns, any policy but RANDOM
 (its score depends on the workload id). When nothing fits, ``None`` sends the caller to the
@@ -28,6 +30,8 @@ from strata_policy.state.taskmix import TaskType
 
 _TREE_BYTES = 64 << 20  # per matrix
 _LOCK = "lock"
+_SEEN = "seen"  # keys of the shapes met once (answered by a scan, no tree yet)
+_MAX_SEEN = 4096
 
 
 class _Entry:
@@ -86,6 +90,15 @@ def place_cached(
                 and entry.frag.count_ge is frag.count_ge
             ):
                 entry = None
+        if entry is None and frag is None:
+            seen: set[object] | None = trees.get(_SEEN)
+            if seen is None:
+                seen = trees[_SEEN] = set()
+            if key not in seen:
+                if len(seen) >= _MAX_SEEN:
+                    seen.clear()
+                seen.add(key)
+                return _scan(matrix, workload, policy, weights)
         if entry is None:
             entry = _new_entry(matrix, workload, policy, weights, types, fgd_mode, frag)
             if entry is None:
@@ -99,6 +112,24 @@ def place_cached(
         best, score, devices = entry.tree.place(changed)
         entry.epoch = matrix.epoch
         entry.seen = len(journal)
+    if best < 0:
+        return None
+    return (Placement(matrix.nodes[best].id, devices),), score
+
+
+def _scan(
+    matrix: NodeMatrix, workload: Workload, policy: int, weights: Mapping[str, float]
+) -> tuple[tuple[Placement, ...], float] | None:
+    """``place_cached``'s answer from one fused scan of the nodes (no tree)."""
+    req, missing = inputs.request_row(matrix, workload.request)
+    if missing:
+        return None
+    best, score, devices = kernels.scan_one(
+        policy=policy, free=matrix.free, gpu_free=matrix.gpu_free, capacity=matrix.capacity,
+        inv_cap=matrix.inv_capacity, inv_max_cap=matrix.inv_max_capacity,
+        mask=inputs.static_mask(matrix, workload).mask, req=req,
+        weights=np.ascontiguousarray(inputs.weight_rows(matrix, req[None, :], weights)[0]),
+    )  # fmt: skip
     if best < 0:
         return None
     return (Placement(matrix.nodes[best].id, devices),), score
@@ -118,8 +149,9 @@ def _new_entry(
         return None
     trees = matrix.trees
     size = 1 << max(0, (len(matrix) - 1).bit_length())
-    while len(trees) > 1 and (len(trees) - 1) * 32 * size > _TREE_BYTES:
-        oldest = next(k for k in trees if k != _LOCK)
+    extra = (_LOCK in trees) + (_SEEN in trees)
+    while len(trees) > extra and (len(trees) - extra) * 32 * size > _TREE_BYTES:
+        oldest = next(k for k in trees if k not in (_LOCK, _SEEN))
         del trees[oldest]
     tree = kernels.ScoreTree(
         policy=policy,
