@@ -109,3 +109,39 @@ def test_random_is_deterministic() -> None:
     opts = PlacementOptions(policy=Policy.RANDOM, seed=7)
     wl = workload("w", "s", gpu_milli=500)
     assert place_one(m, wl, opts) == place_one(m.copy(), wl, opts)
+
+
+RESOURCE_POLICIES = [
+    Policy.FIRST_FIT,
+    Policy.BEST_FIT,
+    Policy.LEAST_ALLOCATED,
+    Policy.MOST_ALLOCATED,
+    Policy.BALANCED_ALLOCATION,
+    Policy.DOT_PRODUCT,
+]
+VARIED = [
+    node("a", cpu=8, memory_gi=16, gpus=2),
+    node("b", cpu=4, memory_gi=64, gpus=1),
+    node("c", cpu=16, memory_gi=8),
+    node("d", cpu=8, memory_gi=16, gpus=2),
+]
+
+
+@pytest.mark.parametrize("policy", [pytest.param(p, id=p.value) for p in RESOURCE_POLICIES])
+@pytest.mark.parametrize(
+    "wl",
+    [
+        pytest.param(workload("w", "s", cpu=2, memory_gi=4), id="cpu only"),
+        pytest.param(workload("w", "s", cpu=1, gpu_milli=500), id="gpu share"),
+        pytest.param(workload("w", "s", cpu=1, gpu_milli=2000), id="two whole gpus"),
+        pytest.param(workload("w", "s", cpu=64), id="fits nowhere"),
+    ],
+)
+def test_first_call_scan_equals_tree(policy: Policy, wl: Workload) -> None:
+    """A shape's first place_one (fused scan), second (tree build) and third (tree) agree."""
+    m = NodeMatrix.from_nodes(VARIED)
+    m.allocate(0, {"cpu": 1000}, ())
+    opts = PlacementOptions(policy=policy)
+    first = place_one(m, wl, opts)
+    assert place_one(m, wl, opts) == first
+    assert place_one(m, wl, opts) == first
