@@ -240,21 +240,34 @@ def victim_to_proto(v: model.Victim) -> pb.Victim:
 
 
 def result_to_proto(r: model.WorkloadResult) -> pb.WorkloadResult:
-    """One workload's decision (empty parts left unset: cheaper on the hot path)."""
-    out = pb.WorkloadResult(
-        workload_id=r.workload_id,
-        decision=DECISIONS[r.decision],
-        borrowed=r.borrowed,
-        score=r.score,
-        explanation=r.explanation,
-    )
-    if r.placements:
-        out.placements.extend(placements_to_proto(r.placements))
+    """One workload's decision."""
+    out = pb.WorkloadResult()
+    fill_result(out, r)
+    return out
+
+
+def fill_result(out: pb.WorkloadResult, r: model.WorkloadResult) -> None:
+    """Write one workload's decision into ``out`` in place (``response.results.add()``).
+
+    Filling the repeated field's own element avoids building a message and copying it in, which
+    is most of the cost of answering a 1,000-workload batch; empty parts are left unset.
+    """
+    out.workload_id = r.workload_id
+    out.decision = DECISIONS[r.decision]
+    if r.borrowed:
+        out.borrowed.update(r.borrowed)
+    if r.score:
+        out.score = r.score
+    if r.explanation:
+        out.explanation = r.explanation
+    for p in r.placements:
+        added = out.placements.add(node_id=p.node_id)
+        if p.gpu_devices:
+            added.gpu_devices.extend(p.gpu_devices)
     if r.reasons:
         out.reasons.extend(reason_to_proto(x) for x in r.reasons)
     if r.victims:
         out.victims.extend(victim_to_proto(v) for v in r.victims)
-    return out
 
 
 def scope_status_to_proto(s: model.ScopeStatus) -> pb.ScopeStatus:

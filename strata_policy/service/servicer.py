@@ -117,9 +117,10 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             request_id=request.request_id,
             now_ms=request.now_ms,
         )
-        return svc.AdmitResponse(
-            generation=batch.generation, results=[c.result_to_proto(r) for r in batch.results]
-        )
+        response = svc.AdmitResponse(generation=batch.generation)
+        for r in batch.results:
+            c.fill_result(response.results.add(), r)
+        return response
 
     @_errors_to_status
     def Place(self, request: svc.PlaceRequest, context: grpc.ServicerContext) -> svc.PlaceResponse:
@@ -137,9 +138,10 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             request_id=request.request_id,
             now_ms=request.now_ms,
         )
-        return svc.PlaceResponse(
-            generation=batch.generation, results=[c.result_to_proto(r) for r in batch.results]
-        )
+        response = svc.PlaceResponse(generation=batch.generation)
+        for r in batch.results:
+            c.fill_result(response.results.add(), r)
+        return response
 
     @_errors_to_status
     def Release(
