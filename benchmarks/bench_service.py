@@ -145,9 +145,10 @@ def place_rpc_vs_in_process(count: int = 1000, nodes: int = 1000) -> list[str]:
         policy=pb.POLICY_MOST_ALLOCATED,
     )
     options = convert.options_from_proto(pb.POLICY_MOST_ALLOCATED, {}, 0)
-    rpc = _median_us(lambda: stub.Place(request), 30)
-    local = _median_us(
-        lambda: server.engine.place("p", workloads, options=options, dry_run=True), 30
+    local, rpc = _interleaved_medians_us(
+        lambda: server.engine.place("p", workloads, options=options, dry_run=True),
+        lambda: stub.Place(request),
+        40,
     )
     noop = _median_us(lambda: health.Check(health_pb2.HealthCheckRequest()), 300)
     channel.close()
