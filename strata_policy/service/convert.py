@@ -8,6 +8,7 @@ callers get the same answers.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
@@ -36,6 +37,8 @@ FRAGMENTATION_SCORES = {
 # One shared, read-only empty mapping for the many workloads and nodes without labels or
 # selectors: a pushed million-workload snapshot would otherwise hold a million empty dicts.
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
+_REQUESTS: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
+_MAX_SHARED_REQUESTS = 4096
 DECISIONS = {d: getattr(pb, f"DECISION_{d.value}") for d in model.Decision}
 VICTIM_REASONS = {r: getattr(pb, f"VICTIM_REASON_{r.value}") for r in model.VictimReason}
 
@@ -66,12 +69,28 @@ def scope_from_proto(m: pb.Scope) -> model.Scope:
     )
 
 
+def shared_request(request: Mapping[str, int]) -> dict[str, int]:
+    """One dict per distinct request, shared by every workload that asks for the same amounts.
+
+    A pushed snapshot of a million workloads typically has a few hundred distinct requests;
+    sharing them saves most of the memory their dicts would take. The dicts are never mutated
+    (the model's values are immutable by contract). Bounded: the table is emptied when full.
+    """
+    items = tuple(sorted(request.items()))
+    found = _REQUESTS.get(items)
+    if found is None:
+        if len(_REQUESTS) >= _MAX_SHARED_REQUESTS:
+            _REQUESTS.clear()
+        found = _REQUESTS[items] = dict(items)
+    return found
+
+
 def workload_from_proto(m: pb.Workload) -> model.Workload:
     """A workload; replicas 0 (unset) means 1, preemptible absent means true."""
     return model.Workload(
         id=m.id,
-        scope_id=m.scope_id,
-        request=dict(m.request),
+        scope_id=sys.intern(m.scope_id),
+        request=shared_request(m.request),
         replicas=m.replicas or 1,
         priority=m.priority,
         preemptible=m.preemptible if m.HasField("preemptible") else True,
@@ -85,7 +104,9 @@ def workload_from_proto(m: pb.Workload) -> model.Workload:
 def placement_from_proto(m: pb.Placement) -> model.Placement:
     """One replica's placement."""
     devices = m.gpu_devices
-    return model.Placement(node_id=m.node_id, gpu_devices=tuple(devices) if devices else ())
+    return model.Placement(
+        node_id=sys.intern(m.node_id), gpu_devices=tuple(devices) if devices else ()
+    )
 
 
 def running_from_proto(m: pb.RunningWorkload) -> model.RunningWorkload:
