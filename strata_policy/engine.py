@@ -40,7 +40,7 @@ from strata_policy.model import (
 from strata_policy.policy.placement import PlacementOptions
 from strata_policy.state import validate
 from strata_policy.state.changes import Change, ChangeKind, Delta, apply_delta
-from strata_policy.state.cluster import ClusterState, Transaction
+from strata_policy.state.cluster import ClusterState
 from strata_policy.state.store import Limits, Store
 from strata_policy.usecases import batch, reclaim
 
@@ -232,9 +232,7 @@ class Engine:
             request_id,
             expected_generation,
             dry_run,
-            lambda state, txn: batch.admit(
-                state, workloads, order, now_ms or self.clock(), dry_run
-            ),
+            lambda state: batch.admit(state, workloads, order, now_ms or self.clock(), dry_run),
         )
         if self.observer is not None:
             self.observer.observe_results("Admit", result.results)
@@ -262,8 +260,8 @@ class Engine:
             request_id,
             expected_generation,
             dry_run,
-            lambda state, txn: batch.place(
-                state, txn, workloads, workload_ids, order, opts, now_ms or self.clock()
+            lambda state: batch.place(
+                state, workloads, workload_ids, order, opts, now_ms or self.clock()
             ),
         )
         if self.observer is not None:
@@ -287,7 +285,7 @@ class Engine:
             request_id,
             expected_generation,
             dry_run,
-            lambda state, txn: batch.release(state, workload_ids),
+            lambda state: batch.release(state, workload_ids),
         )
 
     def reclaim(
@@ -310,8 +308,8 @@ class Engine:
             request_id,
             expected_generation,
             dry_run,
-            lambda state, txn: reclaim.reclaim(
-                state, txn, workload, require_placement, opts, now_ms or self.clock(), dry_run
+            lambda state: reclaim.reclaim(
+                state, workload, require_placement, opts, now_ms or self.clock(), dry_run
             ),
         )
         if self.observer is not None:
@@ -344,7 +342,7 @@ class Engine:
         request_id: str,
         expected_generation: int,
         dry_run: bool,
-        compute: Callable[[ClusterState, Transaction], Callable[[int], T]],
+        compute: Callable[[ClusterState], Callable[[int], T]],
     ) -> T:
         """Run ``compute`` in a transaction; roll back for a dry run, commit otherwise.
 
@@ -359,7 +357,7 @@ class Engine:
             state = slot.require(cluster_id)
             _check_generation(cluster_id, expected_generation, state.generation)
             with state.transaction() as txn:
-                finish = compute(state, txn)
+                finish = compute(state)
                 if dry_run or not txn.changed:
                     txn.rollback()
                     answer = finish(state.generation)

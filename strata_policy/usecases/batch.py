@@ -25,7 +25,7 @@ from strata_policy.model import (
 )
 from strata_policy.policy.placement import PlacementOptions, place_batch, place_one
 from strata_policy.quota import batch_order, decide_admit
-from strata_policy.state.cluster import ClusterState, Transaction
+from strata_policy.state.cluster import ClusterState
 from strata_policy.usecases.requests import check_ids, check_new_workloads
 
 FAST_PATH_MIN = 32  # batches from this size place in chunks through one kernel call each
@@ -58,7 +58,6 @@ def admit(
 
 def place(
     state: ClusterState,
-    txn: Transaction,
     workloads: Sequence[Workload],
     workload_ids: Sequence[str],
     order: Order,
@@ -89,7 +88,7 @@ def place(
         if i < admitted:
             results.append(_place_admitted(state, w, options))
         else:
-            results.append(_admit_and_place(state, txn, w, options, now_ms))
+            results.append(_admit_and_place(state, w, options, now_ms))
     return lambda generation: BatchResult(generation, tuple(results))
 
 
@@ -216,7 +215,7 @@ def _place_admitted(state: ClusterState, w: Workload, options: PlacementOptions)
 
 
 def _admit_and_place(
-    state: ClusterState, txn: Transaction, w: Workload, options: PlacementOptions, now_ms: int
+    state: ClusterState, w: Workload, options: PlacementOptions, now_ms: int
 ) -> WorkloadResult:
     decision = decide_admit(state.tree, state.workloads, w, state.capacity)
     if decision.decision is not Decision.ADMITTED:

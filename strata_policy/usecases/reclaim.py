@@ -22,13 +22,12 @@ from strata_policy.model import (
 )
 from strata_policy.policy.placement import PlacementOptions, PlacementOutcome, place_one
 from strata_policy.quota import check_admit, find_victims
-from strata_policy.state.cluster import ClusterState, Transaction
+from strata_policy.state.cluster import ClusterState
 from strata_policy.usecases.requests import check_new_workloads
 
 
 def reclaim(
     state: ClusterState,
-    txn: Transaction,
     workload: Workload,
     require_placement: bool,
     options: PlacementOptions,
