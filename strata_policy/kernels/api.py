@@ -36,6 +36,20 @@ class FragArrays:
     count_ge: np.ndarray
     below: np.ndarray
 
+    def check(self, n_nodes: int) -> None:
+        """Shapes and dtypes, against ``n_nodes`` nodes (raises ``ValueError``)."""
+        t = self.t_gpu.shape[0]
+        for name, a, dt, shape in (
+            ("t_cpu", self.t_cpu, I64, (t,)),
+            ("t_gpu", self.t_gpu, I64, (t,)),
+            ("t_k", self.t_k, I64, (t,)),
+            ("t_w", self.t_w, F64, (t,)),
+            ("model_ok", self.model_ok, BOOL, (n_nodes, t)),
+            ("count_ge", self.count_ge, I64, (n_nodes, t)),
+            ("below", self.below, I64, (n_nodes, t)),
+        ):
+            _check(name, a, dt, shape)
+
     @staticmethod
     def empty(n_nodes: int) -> FragArrays:
         """No shapes (every other policy)."""
@@ -115,7 +129,6 @@ def place_batch_arrays(
     n, r = free.shape
     d = gpu_free.shape[1]
     w = req.shape[0]
-    t = frag.t_gpu.shape[0]
     for name, a, dt, shape in (
         ("free", free, I64, (n, r)),
         ("gpu_free", gpu_free, I64, (n, d)),
@@ -131,15 +144,9 @@ def place_batch_arrays(
         ("weights", weights, F64, (w, r)),
         ("seeds", seeds, U64, (w,)),
         ("impossible", impossible, BOOL, (w,)),
-        ("t_cpu", frag.t_cpu, I64, (t,)),
-        ("t_gpu", frag.t_gpu, I64, (t,)),
-        ("t_k", frag.t_k, I64, (t,)),
-        ("t_w", frag.t_w, F64, (t,)),
-        ("model_ok", frag.model_ok, BOOL, (n, t)),
-        ("count_ge", frag.count_ge, I64, (n, t)),
-        ("below", frag.below, I64, (n, t)),
     ):
         _check(name, a, dt, shape)
+    frag.check(n)
     if r < 3:
         raise ValueError("the first three columns must be cpu, memory, gpu")
     _check_mode(fgd_mode)
@@ -205,7 +212,6 @@ class ScoreTree:
     ) -> None:
         n, r = free.shape
         d = gpu_free.shape[1]
-        t = frag.t_gpu.shape[0]
         for name, a, dt, shape in (
             ("free", free, I64, (n, r)),
             ("gpu_free", gpu_free, I64, (n, d)),
@@ -215,15 +221,9 @@ class ScoreTree:
             ("mask", mask, BOOL, (n,)),
             ("req", req, I64, (r,)),
             ("weights", weights, F64, (r,)),
-            ("t_cpu", frag.t_cpu, I64, (t,)),
-            ("t_gpu", frag.t_gpu, I64, (t,)),
-            ("t_k", frag.t_k, I64, (t,)),
-            ("t_w", frag.t_w, F64, (t,)),
-            ("model_ok", frag.model_ok, BOOL, (n, t)),
-            ("count_ge", frag.count_ge, I64, (n, t)),
-            ("below", frag.below, I64, (n, t)),
         ):
             _check(name, a, dt, shape)
+        frag.check(n)
         if r < 3 or not 0 <= policy < 7:
             raise ValueError("bad columns or policy (RANDOM has no tree)")
         _check_mode(fgd_mode)
