@@ -1,11 +1,13 @@
 """Quota math as pure functions over a ``QuotaTree`` (DESIGN §2).
 
 ``tree`` holds scopes and rolled-up usage; ``check`` and ``admission`` check and decide an
-Admit; ``reclaim`` finds victims; ``fair`` orders a batch. Imports only ``strata_policy.model``
-and ``strata_policy.errors``: quota sits below state in the import order.
+Admit; ``bulk`` admits a run of workloads at once when no rule can bind inside it; ``reclaim``
+finds victims; ``fair`` orders a batch. Imports only ``strata_policy.model`` and
+``strata_policy.errors``: quota sits below state in the import order.
 """
 
 from strata_policy.quota.admission import decide_admit
+from strata_policy.quota.bulk import admit_all
 from strata_policy.quota.check import AdmitCheck, check_admit
 from strata_policy.quota.fair import batch_order
 from strata_policy.quota.reclaim import FitsAfter, ReclaimPlan, find_victims
@@ -16,6 +18,7 @@ __all__ = [
     "FitsAfter",
     "QuotaTree",
     "ReclaimPlan",
+    "admit_all",
     "batch_order",
     "check_admit",
     "decide_admit",

@@ -23,13 +23,14 @@ from strata_policy.model import (
     Workload,
     WorkloadResult,
 )
-from strata_policy.policy.placement import PlacementOptions, place_batch, place_one
+from strata_policy.policy.placement import PlacementOptions, place_one
 from strata_policy.quota import batch_order, decide_admit
 from strata_policy.state.cluster import ClusterState
+from strata_policy.usecases import fast_place
+from strata_policy.usecases.fast_place import FAST_PATH_MIN
 from strata_policy.usecases.requests import check_ids, check_new_workloads
 
-FAST_PATH_MIN = 32  # batches from this size place in chunks through one kernel call each
-FAST_PATH_MAX = 4096
+__all__ = ["FAST_PATH_MIN", "admit", "place", "release"]
 
 
 def admit(
@@ -80,7 +81,7 @@ def place(
     admitted = len(known)
     options = _with_mix(state, options)
     if not known and order is not Order.FAIR and len(workloads) >= FAST_PATH_MIN:
-        fast = _admit_and_place_fast(state, workloads, order, options, now_ms)
+        fast = fast_place.admit_and_place(state, workloads, order, options, now_ms)
         return lambda generation: BatchResult(generation, tuple(fast))
     results: list[WorkloadResult] = []
     for i in batch_order(state.tree, batch, order, state.capacity):
@@ -90,104 +91,6 @@ def place(
         else:
             results.append(_admit_and_place(state, w, options, now_ms))
     return lambda generation: BatchResult(generation, tuple(results))
-
-
-def _admit_and_place_fast(
-    state: ClusterState,
-    workloads: Sequence[Workload],
-    order: Order,
-    options: PlacementOptions,
-    now_ms: int,
-) -> list[WorkloadResult]:
-    """The same answers as the one-by-one loop, with placement done in chunks by one kernel call.
-
-    For a chunk: decide quota one by one (charging the admitted to the tree), then
-    ``place_batch`` the admitted ones in one call (each all or nothing; one that does not fit
-    allocates nothing). Then replay the chunk exactly: refund the charges and walk the decisions
-    again, committing the kernel's placements. Up to the first unplaced workload the decisions
-    are exact by construction. After it, each decision is taken again without that workload's
-    charge; while it comes out the same, the kernel's placement for it is exact too (the same
-    workloads before it hold the same nodes). At the first one that differs, the chunk stops
-    there and the next chunk starts with it, smaller (see ``_decide_chunk`` for where a chunk's
-    deciding stops). Chunks double while nothing is redone, so a batch costs a few kernel calls
-    plus at most two quota decisions per workload.
-    """
-    ordered = list(batch_order(state.tree, workloads, order, state.capacity))  # static orders
-    results: list[WorkloadResult] = []
-    pos, chunk = 0, FAST_PATH_MIN
-    while pos < len(ordered):
-        indexes = ordered[pos : pos + chunk]
-        decisions: list[WorkloadResult] = []
-        admitted: list[Workload] = []
-        try:
-            indexes = _decide_chunk(state, workloads, indexes, decisions, admitted)
-            outcomes = place_batch(state.matrix, admitted, options)
-        finally:
-            for w in reversed(admitted):  # the charges were only for deciding the chunk
-                state.tree.refund(w.scope_id, w.total)
-        placed = iter(outcomes)
-        unplaced_before = redone = False
-        for decision, i in zip(decisions, indexes, strict=True):
-            w = workloads[i]
-            if (
-                unplaced_before
-                and decide_admit(state.tree, state.workloads, w, state.capacity) != decision
-            ):
-                redone = True
-                break
-            pos += 1
-            if decision.decision is not Decision.ADMITTED:
-                results.append(decision)
-                continue
-            outcome = next(placed)
-            if not outcome.placed:
-                unplaced_before = True
-                results.append(
-                    replace(
-                        decision,
-                        decision=Decision.UNPLACED,
-                        reasons=outcome.reasons,
-                        explanation=outcome.explanation,
-                    )
-                )
-                continue
-            state.add(RunningWorkload(w, outcome.placements, now_ms))
-            results.append(
-                WorkloadResult(
-                    w.id,
-                    Decision.PLACED,
-                    placements=outcome.placements,
-                    borrowed=decision.borrowed,
-                    score=outcome.score,
-                )
-            )
-        chunk = FAST_PATH_MIN if redone else min(chunk * 2, FAST_PATH_MAX)
-    return results
-
-
-def _decide_chunk(
-    state: ClusterState,
-    workloads: Sequence[Workload],
-    indexes: list[int],
-    decisions: list[WorkloadResult],
-    admitted: list[Workload],
-) -> list[int]:
-    """Decide a chunk's quota, charging the admitted to the tree; returns the indexes decided.
-
-    Only the tree is charged: an ADMITTED decision reads nothing else, and the chunk ends before
-    a "no" that follows an admitted workload — that "no" may only be due to a workload that will
-    not get nodes, so it is decided again, in the next chunk, once the kernel has said which did.
-    """
-    for k, i in enumerate(indexes):
-        w = workloads[i]
-        decision = decide_admit(state.tree, state.workloads, w, state.capacity)
-        if decision.decision is not Decision.ADMITTED and admitted:
-            return indexes[:k]
-        decisions.append(decision)
-        if decision.decision is Decision.ADMITTED:
-            state.tree.charge(w.scope_id, w.total)
-            admitted.append(w)
-    return indexes
 
 
 def _with_mix(state: ClusterState, options: PlacementOptions) -> PlacementOptions:

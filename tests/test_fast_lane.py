@@ -1,0 +1,315 @@
+"""The batch Place fast lane (``quota.admit_all`` + ``ClusterState.add_many``) answers and
+commits exactly as deciding and placing one workload at a time."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strata_policy.engine import Engine
+from strata_policy.errors import InvalidArgument
+from strata_policy.model import (
+    Decision,
+    Order,
+    Placement,
+    Policy,
+    RunningWorkload,
+    Scope,
+    Snapshot,
+    Workload,
+)
+from strata_policy.policy.placement import PlacementOptions
+from strata_policy.quota import QuotaTree, admit_all, decide_admit
+from strata_policy.state.cluster import ClusterState
+from strata_policy.testing import node, scope
+from strata_policy.usecases import batch, fast_place
+
+NODES = tuple(node(f"n{i}", cpu=16 + 8 * (i % 3), gpus=4 + 4 * (i % 2)) for i in range(24))
+CAPACITY = {"cpu": 10**6, "gpu": 10**6}
+FAST = fast_place.FAST_PATH_MIN
+WorkloadResultLike = tuple[Decision, dict[str, int]]
+
+
+def _tree(scopes: tuple[Scope, ...], usage: dict[str, dict[str, int]]) -> QuotaTree:
+    tree = QuotaTree.build(scopes)
+    for sid, amounts in usage.items():
+        tree.charge(sid, amounts)
+    return tree
+
+
+def _one_by_one(
+    tree: QuotaTree, workloads: list[Workload], admitted: list[bool]
+) -> list[WorkloadResultLike]:
+    """``decide_admit`` per workload, charging only those marked admitted (then refunding)."""
+    out = []
+    charged = []
+    for w, keep in zip(workloads, admitted, strict=True):
+        result = decide_admit(tree, {}, w, CAPACITY)
+        out.append((result.decision, dict(result.borrowed)))
+        if keep and result.decision is Decision.ADMITTED:
+            tree.charge(w.scope_id, w.total)
+            charged.append(w)
+    for w in reversed(charged):
+        tree.refund(w.scope_id, w.total)
+    return out
+
+
+TEAMS = (
+    scope("org", guarantee={"gpu": 6000}, limit={"gpu": 8000}),
+    scope("a", "org", guarantee={"gpu": 4000}),
+    scope("b", "org"),
+)
+
+
+@pytest.mark.parametrize(
+    ("scopes", "usage", "workloads", "expected"),
+    [
+        pytest.param(
+            (scope("org"),),
+            {},
+            [Workload("w1", "org", {"gpu": 1000, "cpu": 0}), Workload("w2", "org", {"cpu": 5})],
+            [{"gpu": 1000}, {"cpu": 5}],
+            id="lane: nothing guaranteed, everything borrowed, zero amounts left out",
+        ),
+        pytest.param(
+            TEAMS,
+            {},
+            [Workload(f"w{i}", "a", {"gpu": 1000}) for i in range(4)],
+            [{}, {}, {}, {}],
+            id="lane: the run fits in the idle guarantee, nothing borrowed",
+        ),
+        pytest.param(
+            TEAMS,
+            {"a": {"gpu": 4000}},
+            [Workload(f"w{i}", "a", {"gpu": 1000}) for i in range(4)],
+            [{"gpu": 1000}] * 4,
+            id="lane: the guarantee is used up before the run, all borrowed",
+        ),
+        pytest.param(
+            TEAMS,
+            {"a": {"gpu": 2000}},
+            [Workload(f"w{i}", "a", {"gpu": 1000}) for i in range(4)],
+            None,
+            id="no lane: the run crosses a guarantee part way",
+        ),
+        pytest.param(
+            TEAMS,
+            {},
+            [Workload(f"w{i}", "b", {"gpu": 1000}) for i in range(9)],
+            None,
+            id="no lane: a limit on the path binds in the run",
+        ),
+        pytest.param(
+            (scope("org"),),
+            {"org": {"gpu": 10**6 - 1000}},
+            [Workload(f"w{i}", "org", {"gpu": 1000}) for i in range(2)],
+            None,
+            id="no lane: the headroom binds in the run",
+        ),
+        pytest.param(
+            TEAMS,
+            {"org": {"cpu": 10}},
+            [Workload("w1", "b", {"cpu": 5}, replicas=3)],
+            [{"cpu": 15}],
+            id="lane: a limit on another resource does not bind",
+        ),
+    ],
+)
+def test_admit_all_cases(
+    scopes: tuple[Scope, ...],
+    usage: dict[str, dict[str, int]],
+    workloads: list[Workload],
+    expected: list[dict[str, int]] | None,
+) -> None:
+    """admit_all answers a run only when no rule can bind, with decide_admit's borrowed."""
+    tree = _tree(scopes, usage)
+    assert admit_all(tree, workloads, CAPACITY) == expected
+    if expected is not None:
+        decided = _one_by_one(tree, workloads, [True] * len(workloads))
+        assert decided == [(Decision.ADMITTED, b) for b in expected]
+
+
+SCOPE_IDS = ("a", "b", "a1")
+
+
+@st.composite
+def quota_scopes(draw: st.DrawFn) -> tuple[Scope, ...]:
+    """org > a > a1 and org > b, each with a random limit and a guarantee within it."""
+
+    def amounts() -> st.SearchStrategy[dict[str, int]]:
+        some = st.dictionaries(
+            st.sampled_from(["cpu", "gpu"]),
+            st.sampled_from([0, 6000, 20000, 60000, 10**6]),
+            max_size=2,
+        )
+        return st.one_of(st.just({}), some)  # half the scopes set nothing: runs go fast
+
+    out = []
+    for sid, parent in (("org", ""), ("a", "org"), ("b", "org"), ("a1", "a")):
+        limit = draw(amounts())
+        guarantee = {r: min(a, limit.get(r, a)) for r, a in draw(amounts()).items()}
+        out.append(scope(sid, parent, guarantee=guarantee, limit=limit))
+    return tuple(out)
+
+
+workload_lists = st.lists(
+    st.tuples(
+        st.sampled_from(SCOPE_IDS),
+        st.sampled_from([0, 1000, 2000]),
+        st.sampled_from([0, 500, 1000, 2000]),
+        st.integers(1, 3),
+        st.integers(0, 2),
+        st.booleans(),
+    ),
+    min_size=FAST,
+    max_size=FAST * 2 + 8,
+)
+
+
+def _workloads(shapes: list[tuple[str, int, int, int, int, bool]]) -> list[Workload]:
+    return [
+        Workload(
+            f"w{i}",
+            s,
+            {"cpu": cpu, "gpu": gpu},
+            replicas=r,
+            priority=p,
+            spread_key="kubernetes.io/hostname" if spread else "",
+            queued_at_ms=i % 5,
+        )
+        for i, (s, cpu, gpu, r, p, spread) in enumerate(shapes)
+    ]
+
+
+@settings(max_examples=60)
+@given(
+    scopes=quota_scopes(),
+    usage=st.dictionaries(
+        st.sampled_from(["org", *SCOPE_IDS]),
+        st.fixed_dictionaries({"cpu": st.integers(0, 8000), "gpu": st.integers(0, 8000)}),
+    ),
+    shapes=workload_lists,
+    admitted=st.lists(st.booleans(), min_size=FAST * 2 + 8, max_size=FAST * 2 + 8),
+)
+def test_admit_all_equals_one_by_one_for_any_admitted_subset(
+    scopes: tuple[Scope, ...],
+    usage: dict[str, dict[str, int]],
+    shapes: list[tuple[str, int, int, int, int, bool]],
+    admitted: list[bool],
+) -> None:
+    """When the lane answers, every workload is ADMITTED with the same borrowed one by one,
+    whichever of the ones before it were charged; the tree is only read."""
+    workloads = _workloads(shapes)
+    tree = _tree(scopes, usage)
+    before = {sid: dict(tree.usage(sid)) for sid in tree.scopes}
+    lane = admit_all(tree, workloads, CAPACITY)
+    assert {sid: dict(tree.usage(sid)) for sid in tree.scopes} == before
+    if lane is not None:
+        decided = _one_by_one(tree, workloads, admitted[: len(workloads)])
+        assert decided == [(Decision.ADMITTED, b) for b in lane]
+
+
+def _general(engine: Engine, workloads: list[Workload], **kwargs: object) -> object:
+    """Engine.place through the one-by-one loop (no runs, no chunks)."""
+    with mock.patch.object(batch, "FAST_PATH_MIN", 10**9):
+        return engine.place("c", workloads, **kwargs)  # type: ignore[arg-type]
+
+
+def _consistent(engine: Engine) -> None:
+    """Usage, allocations and limits equal those of the same workloads built afresh."""
+    generation, snap = engine.snapshot("c")
+    with engine.store.slot("c") as slot:
+        state = slot.require("c")
+        fresh = ClusterState.build("c", snap, generation)
+        for sid in state.tree.scopes:
+            assert state.tree.usage(sid) == fresh.tree.usage(sid)
+            limit = state.tree.scopes[sid].limit
+            assert all(state.tree.usage(sid).get(r, 0) <= a for r, a in limit.items())
+        assert (state.matrix.free == fresh.matrix.free).all()
+        assert (state.matrix.gpu_free == fresh.matrix.gpu_free).all()
+
+
+@settings(max_examples=40)
+@given(
+    scopes=quota_scopes(),
+    shapes=workload_lists,
+    order=st.sampled_from([Order.FIFO, Order.PRIORITY, Order.FAIR]),
+    policy=st.sampled_from([Policy.FIRST_FIT, Policy.LEAST_ALLOCATED, Policy.MOST_ALLOCATED]),
+    dry_run=st.booleans(),
+)
+def test_batch_place_equals_the_general_path(
+    scopes: tuple[Scope, ...],
+    shapes: list[tuple[str, int, int, int, int, bool]],
+    order: Order,
+    policy: Policy,
+    dry_run: bool,
+) -> None:
+    """Same results and the same state as the one-by-one loop, limits and guarantees binding
+    mid-batch, gangs and spread included; a dry run changes nothing."""
+    workloads = _workloads(shapes)
+    options = PlacementOptions(policy=policy)
+    fast, general = Engine(clock=lambda: 1), Engine(clock=lambda: 1)
+    for e in (fast, general):
+        e.push_snapshot("c", Snapshot(NODES, scopes))
+        e.place("c", [Workload("running", "b", {"cpu": 4000, "gpu": 1000})])
+    before = fast.snapshot("c")
+    kwargs = {"order": order, "options": options, "dry_run": dry_run}
+    got = fast.place("c", workloads, **kwargs)  # type: ignore[arg-type]
+    want = _general(general, workloads, **kwargs)
+    assert got == want
+    if dry_run:
+        assert fast.snapshot("c") == before
+    else:
+        assert fast.snapshot("c") == general.snapshot("c")
+    _consistent(fast)
+
+
+def test_a_failure_after_a_committed_run_changes_nothing() -> None:
+    """A batch failing after its first run was committed leaves the cluster as it was."""
+    engine = Engine(clock=lambda: 1)
+    engine.push_snapshot("c", Snapshot(NODES, (scope("org"),)))
+    before = engine.snapshot("c")
+    workloads = [Workload(f"w{i}", "org", {"cpu": 1000}) for i in range(FAST * 4)]
+    real = fast_place.place_batch
+    calls = []
+
+    def fail_second(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("kernel failure")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    with (
+        mock.patch.object(fast_place, "place_batch", fail_second),
+        mock.patch.object(fast_place, "FAST_PATH_MAX", FAST),
+        pytest.raises(RuntimeError),
+    ):
+        engine.place("c", workloads)
+    assert len(calls) == 2
+    assert engine.snapshot("c") == before
+    _consistent(engine)
+
+
+@pytest.mark.parametrize(
+    "held",
+    [
+        pytest.param(["w0", "w0"], id="add_many: an id repeated in the batch"),
+        pytest.param(["running", "w1"], id="add_many: an id the cluster holds"),
+    ],
+)
+def test_add_many_refuses_known_ids_before_changing_anything(held: list[str]) -> None:
+    """add_many raises on a duplicate id and leaves the state untouched."""
+    engine = Engine(clock=lambda: 1)
+    engine.push_snapshot("c", Snapshot(NODES, (scope("org"),)))
+    engine.place("c", [Workload("running", "org", {"cpu": 1000})])
+    before = engine.snapshot("c")
+    rws = [RunningWorkload(Workload(wid, "org", {"cpu": 1000}), (Placement("n1"),)) for wid in held]
+    with engine.store.slot("c") as slot:
+        state = slot.require("c")
+        with pytest.raises(InvalidArgument):
+            state.add_many(rws)
+    assert engine.snapshot("c") == before
+    _consistent(engine)
