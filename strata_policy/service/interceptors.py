@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import grpc
 import structlog
@@ -21,6 +21,7 @@ log = structlog.get_logger("strata.rpc")
 
 if TYPE_CHECKING:  # grpc-stubs makes these generic; the runtime classes are not subscriptable
     ServerInterceptorBase = grpc.ServerInterceptor[Any, Any]
+    Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
 else:
     ServerInterceptorBase = grpc.ServerInterceptor
 
@@ -48,21 +49,55 @@ def wrap_unary(
     )
 
 
+class WrappedHandlers:
+    """The wrapped handler of each method, made once and reused while the inner one is the same.
+
+    gRPC asks every interceptor for a handler on every call, in its polling thread, before the
+    call reaches a worker; building a fresh wrapper each time (a closure and a handler tuple per
+    interceptor) was most of the per-call cost interceptors add to a small RPC. The cache is
+    keyed by method and checked by the inner handler's identity, so an inner interceptor that
+    builds per-call handlers (auth) still gets its own wrapper every time. Bounded: method names
+    come from clients, and unknown ones are not cached (their handler is ``None``).
+    """
+
+    MAX_METHODS = 256
+
+    def __init__(self, wrap: Callable[[str, Handler | None], Handler | None]) -> None:
+        self._wrap = wrap
+        self._cache: dict[str, tuple[Handler, Handler | None]] = {}
+
+    def __call__(self, method: str, handler: Handler | None) -> Handler | None:
+        """``handler`` wrapped for ``method``."""
+        hit = self._cache.get(method)
+        if hit is not None and hit[0] is handler:
+            return hit[1]
+        wrapped = self._wrap(method, handler)
+        if handler is not None and len(self._cache) < self.MAX_METHODS:
+            self._cache[method] = (handler, wrapped)
+        return wrapped
+
+
 class LoggingInterceptor(ServerInterceptorBase):
     """Logs every PolicyService RPC as one line; feeds the optional observer."""
 
     def __init__(self, observer: RpcObserver | None = None) -> None:
         self.observer = observer
+        self._wrapped = WrappedHandlers(self._wrap)
 
     def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        method: str = handler_call_details.method
         handler = continuation(handler_call_details)
+        method: str = handler_call_details.method
         if not method.startswith("/strata."):
             return handler
+        return self._wrapped(method, handler)
+
+    def _wrap(
+        self, method: str, handler: grpc.RpcMethodHandler[Any, Any] | None
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         short = method.rsplit("/", 1)[-1]
 
         def behaviour(
@@ -118,6 +153,7 @@ class ConcurrencyLimitInterceptor(ServerInterceptorBase):
         self.maximum = maximum
         self._lock = threading.Lock()
         self.in_flight = 0
+        self._wrapped = WrappedHandlers(self._wrap)
 
     def intercept_service(
         self,
@@ -141,7 +177,11 @@ class ConcurrencyLimitInterceptor(ServerInterceptorBase):
         if handler is None or handler.unary_unary is None:
             self._release()
             return handler
+        return self._wrapped(handler_call_details.method, handler)
 
+    def _wrap(
+        self, method: str, handler: grpc.RpcMethodHandler[Any, Any] | None
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         def behaviour(
             inner: Callable[[Any, grpc.ServicerContext], Any],
         ) -> Callable[[Any, grpc.ServicerContext], Any]:
