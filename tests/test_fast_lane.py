@@ -126,7 +126,8 @@ def test_admit_all_cases(
 ) -> None:
     """admit_all answers a run only when no rule can bind, with decide_admit's borrowed."""
     tree = _tree(scopes, usage)
-    assert admit_all(tree, workloads, CAPACITY) == expected
+    lane = admit_all(tree, workloads, CAPACITY)
+    assert (lane.borrowed if lane else None) == expected
     if expected is not None:
         decided = _one_by_one(tree, workloads, [True] * len(workloads))
         assert decided == [(Decision.ADMITTED, b) for b in expected]
@@ -209,7 +210,13 @@ def test_admit_all_equals_one_by_one_for_any_admitted_subset(
     assert {sid: dict(tree.usage(sid)) for sid in tree.scopes} == before
     if lane is not None:
         decided = _one_by_one(tree, workloads, admitted[: len(workloads)])
-        assert decided == [(Decision.ADMITTED, b) for b in lane]
+        assert decided == [(Decision.ADMITTED, b) for b in lane.borrowed]
+        sums: dict[str, dict[str, int]] = {}
+        for w in workloads:
+            for r, a in w.total.items():
+                if a > 0:
+                    sums.setdefault(w.scope_id, {})[r] = sums.get(w.scope_id, {}).get(r, 0) + a
+        assert lane.totals == {sid: sums.get(sid, {}) for sid in {w.scope_id for w in workloads}}
 
 
 def _general(engine: Engine, workloads: list[Workload], **kwargs: object) -> object:

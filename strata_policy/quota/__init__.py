@@ -7,7 +7,7 @@ finds victims; ``fair`` orders a batch. Imports only ``strata_policy.model`` and
 """
 
 from strata_policy.quota.admission import decide_admit
-from strata_policy.quota.bulk import admit_all
+from strata_policy.quota.bulk import RunAdmitted, admit_all
 from strata_policy.quota.check import AdmitCheck, check_admit
 from strata_policy.quota.fair import batch_order
 from strata_policy.quota.reclaim import FitsAfter, ReclaimPlan, find_victims
@@ -18,6 +18,7 @@ __all__ = [
     "FitsAfter",
     "QuotaTree",
     "ReclaimPlan",
+    "RunAdmitted",
     "admit_all",
     "batch_order",
     "check_admit",

@@ -27,15 +27,29 @@ before it was admitted and charged, since every test above holds for any subset 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from strata_policy.model import Workload
 from strata_policy.model.resources import Resources
 from strata_policy.quota.tree import QuotaTree
 
 
+@dataclass(frozen=True, slots=True)
+class RunAdmitted:
+    """``admit_all``'s answer: every workload of the run is ADMITTED.
+
+    ``borrowed[i]`` is workload ``i``'s borrowed part; ``totals`` maps each scope that holds a
+    workload of the run to the sum of their ``request × replicas`` (positive amounts): what
+    charging all of them to the tree adds up to.
+    """
+
+    borrowed: list[dict[str, int]]
+    totals: dict[str, dict[str, int]]
+
+
 def admit_all(
     tree: QuotaTree, workloads: Sequence[Workload], capacity: Resources
-) -> list[dict[str, int]] | None:
+) -> RunAdmitted | None:
     """Each workload's ``borrowed`` when all of them are ADMITTED in any admitted subset and
     order (see the module docstring), else ``None``. Reads the tree only.
 
@@ -73,7 +87,7 @@ def admit_all(
         out.append(
             {r: request[r] * replicas for r in sorted(request) if r in full and request[r] > 0}
         )
-    return out
+    return RunAdmitted(out, by_scope)
 
 
 def _sum_by_scope(workloads: Sequence[Workload]) -> dict[str, dict[str, int]]:

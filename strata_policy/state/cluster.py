@@ -9,7 +9,7 @@ is open. That is how a dry run or a failed batch changes nothing: simulate, then
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Placement, RunningWorkload, Snapshot
@@ -128,13 +128,19 @@ class ClusterState:
         self.created.add(wid)
         self._record(lambda: self._unadd(rw))
 
-    def add_many(self, rws: Sequence[RunningWorkload]) -> None:
+    def add_many(
+        self,
+        rws: Sequence[RunningWorkload],
+        charges: Mapping[str, Resources] | None = None,
+    ) -> None:
         """``add`` for each of ``rws`` in order, as one change: the same state afterwards (same
         usage, allocations and admission order), with the tree charged once per scope and the
         nodes allocated in bulk for a large batch, and one undo record for all of them.
 
-        Raises before changing anything: ``InvalidArgument`` when an id is held already or
-        repeated, ``ValueError`` when a replica does not fit where it is placed.
+        ``charges``, when the caller has summed them already, must be ``rws``' ``request ×
+        replicas`` per scope (``quota.RunAdmitted.totals`` less what was not placed); absent,
+        they are summed here. Raises before changing anything: ``InvalidArgument`` when an id is
+        held already or repeated, ``ValueError`` when a replica does not fit where it is placed.
         """
         if not rws:
             return
@@ -144,7 +150,7 @@ class ClusterState:
             held = next(w for i, w in enumerate(ids) if w in workloads or w in ids[:i])
             raise InvalidArgument.one("workload.id", f"workload {held!r} is already admitted")
         self._allocate_all(rws)
-        for scope_id, amounts in _charges(rws).items():
+        for scope_id, amounts in (_charges(rws) if charges is None else charges).items():
             self.tree.charge(scope_id, amounts)
         seq = self._seq
         n = self._next_seq

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from strata_policy.model import Decision, Order, RunningWorkload, Workload, WorkloadResult
 from strata_policy.policy.placement import PlacementOptions, place_batch
-from strata_policy.quota import admit_all, batch_order, decide_admit
+from strata_policy.quota import RunAdmitted, admit_all, batch_order, decide_admit
 from strata_policy.state.cluster import ClusterState
 
 FAST_PATH_MIN = 32  # batches from this size place in runs through one kernel call each
@@ -46,9 +46,9 @@ def admit_and_place(
     pos, chunk, lane = 0, FAST_PATH_MIN, FAST_PATH_MAX
     while pos < len(ordered):
         run = [workloads[i] for i in ordered[pos : pos + lane]]
-        borrowed = admit_all(state.tree, run, state.capacity)
-        if borrowed is not None:
-            _place_admitted_run(state, run, borrowed, options, now_ms, results)
+        admitted = admit_all(state.tree, run, state.capacity)
+        if admitted is not None:
+            _place_admitted_run(state, run, admitted, options, now_ms, results)
             pos += len(run)
             lane = min(lane * 2, FAST_PATH_MAX)
         elif len(run) > FAST_PATH_MIN:
@@ -65,7 +65,7 @@ def admit_and_place(
 def _place_admitted_run(
     state: ClusterState,
     run: list[Workload],
-    borrowed: list[dict[str, int]],
+    admitted: RunAdmitted,
     options: PlacementOptions,
     now_ms: int,
     results: list[WorkloadResult],
@@ -74,7 +74,8 @@ def _place_admitted_run(
     UNPLACED (they hold nothing, as when placed one by one)."""
     outcomes = place_batch(state.matrix, run, options)
     placed: list[RunningWorkload] = []
-    for w, outcome, lent in zip(run, outcomes, borrowed, strict=True):
+    charges = admitted.totals
+    for w, outcome, lent in zip(run, outcomes, admitted.borrowed, strict=True):
         placements = outcome.placements
         if placements:
             placed.append(RunningWorkload(w, placements, now_ms))
@@ -84,6 +85,9 @@ def _place_admitted_run(
                 )
             )
         else:
+            if charges is admitted.totals:
+                charges = {sid: dict(amounts) for sid, amounts in charges.items()}
+            _uncharge(charges, w)
             results.append(
                 WorkloadResult(
                     w.id,
@@ -93,7 +97,15 @@ def _place_admitted_run(
                     explanation=outcome.explanation,
                 )
             )
-    state.add_many(placed)
+    state.add_many(placed, charges)
+
+
+def _uncharge(charges: dict[str, dict[str, int]], w: Workload) -> None:
+    """Take ``w``'s ``request × replicas`` out of its scope's sum (it was not placed)."""
+    amounts = charges[w.scope_id]
+    for r, a in w.request.items():
+        if a > 0:
+            amounts[r] -= a * w.replicas
 
 
 def _decide_and_place(
