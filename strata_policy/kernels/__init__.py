@@ -10,7 +10,6 @@ from strata_policy.kernels.api import (
     ScoreTree,
     place_batch_arrays,
     refresh_frag_rows,
-    scan_one,
     warmup,
 )
 from strata_policy.kernels.fit import (
@@ -24,6 +23,7 @@ from strata_policy.kernels.fit import (
     RANDOM,
 )
 from strata_policy.kernels.frag import FGD_PAPER, FGD_REFINED, FGD_UNTRUNCATED
+from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery
 
 __all__ = [
     "BALANCED_ALLOCATION",
@@ -38,10 +38,12 @@ __all__ = [
     "MOST_ALLOCATED",
     "RANDOM",
     "BatchArrays",
+    "BlockIndex",
+    "BlockLayout",
+    "BlockQuery",
     "FragArrays",
     "ScoreTree",
     "place_batch_arrays",
     "refresh_frag_rows",
-    "scan_one",
     "warmup",
 ]

@@ -7,13 +7,15 @@ any kernel runs (a kernel would otherwise read out of bounds or silently cast).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
+from strata_policy.kernels.fit import DOT_PRODUCT
 from strata_policy.kernels.frag import FGD_REFINED, FGD_UNTRUNCATED, _frag_rows
 from strata_policy.kernels.place import _place_batch
-from strata_policy.kernels.scan import _scan_one
+from strata_policy.kernels.search import BlockIndex, BlockLayout
 from strata_policy.kernels.tree import _tree_place
 
 I64 = np.dtype(np.int64)
@@ -117,6 +119,9 @@ def place_batch_arrays(
     fgd_mode: int = FGD_REFINED,
     tree_of: np.ndarray | None = None,
     n_trees: int = 0,
+    blocks: BlockIndex | None = None,
+    mask_blocks: np.ndarray | None = None,
+    mask_supers: np.ndarray | None = None,
 ) -> BatchArrays:
     """Run the batch kernel; ``free``/``gpu_free``/``frag`` statistics are mutated only when
     something is applied (more than one replica in all, or ``apply_last``).
@@ -125,7 +130,12 @@ def place_batch_arrays(
     workload ``w``, or -1 for a linear scan. Workloads sharing a tree must share their request
     row, weights row and mask, have no spread key, and the policy must not be RANDOM.
     ``fgd_mode`` is FRAGMENTATION_AWARE's score (``FGD_UNTRUNCATED``, ``FGD_PAPER``,
-    ``FGD_REFINED``; see ``kernels.frag``)."""
+    ``FGD_REFINED``; see ``kernels.frag``).
+
+    ``blocks`` (resource policies 0-5 only; its state must be ``free``/``gpu_free``, and its
+    summaries are mutated with them) makes the kernel find each replica's node with the block
+    search; ``mask_blocks``/``mask_supers`` are then ``blocks.layout.mask_levels`` of each row
+    of ``masks``. Workloads with a tree (``tree_of >= 0``) still use it."""
     n, r = free.shape
     d = gpu_free.shape[1]
     w = req.shape[0]
@@ -177,11 +187,37 @@ def place_batch_arrays(
     fit = np.zeros(w, dtype=np.int64)
     counts = np.zeros((w, r + 2), dtype=np.int64)
     journal = np.empty(2 * total + 1, dtype=np.int64)
+    use_blocks = blocks is not None
+    if blocks is None:
+        blocks = _no_blocks(r)
+        mask_blocks = mask_supers = np.ones((masks.shape[0], 0), dtype=np.bool_)
+    else:
+        if not 0 <= policy <= DOT_PRODUCT:
+            raise ValueError("blocks serve the resource policies (0-5) only")
+        if blocks.state[0] is not free or blocks.state[1] is not gpu_free:
+            raise ValueError("blocks must summarise the free/gpu_free passed")
+    lay = blocks.layout
+    if mask_blocks is None or mask_supers is None:
+        raise ValueError("blocks need mask_blocks and mask_supers")
+    _check(
+        "mask_blocks",
+        mask_blocks,
+        BOOL,
+        (masks.shape[0], lay.bstart.shape[0] - 1 if use_blocks else 0),
+    )
+    _check(
+        "mask_supers",
+        mask_supers,
+        BOOL,
+        (masks.shape[0], lay.sstart.shape[0] - 1 if use_blocks else 0),
+    )
     _place_batch(
         free, gpu_free, capacity, inv_cap, inv_max_cap, masks, mask_id, spread, spread_id,
         req, replicas, offsets, weights, seeds, impossible, policy, apply_last,
         frag.t_cpu, frag.t_gpu, frag.t_k, frag.t_w, frag.model_ok, frag.count_ge, frag.below,
-        fgd_mode, tree_of, tval, tidx, journal, node, devices, score, fit, counts,
+        fgd_mode, tree_of, tval, tidx, journal, use_blocks, mask_blocks, mask_supers,
+        lay.perm, lay.bstart, lay.block_of, lay.sstart, lay.super_of, lay.bcap, lay.binv,
+        lay.scap, lay.sinv, *blocks.summaries, node, devices, score, fit, counts,
     )  # fmt: skip
     return BatchArrays(node, devices, score, fit, counts, offsets)
 
@@ -261,41 +297,15 @@ class ScoreTree:
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
-def scan_one(
-    *,
-    policy: int,
-    free: np.ndarray,
-    gpu_free: np.ndarray,
-    capacity: np.ndarray,
-    inv_cap: np.ndarray,
-    inv_max_cap: np.ndarray,
-    mask: np.ndarray,
-    req: np.ndarray,
-    weights: np.ndarray,
-) -> tuple[int, float, tuple[int, ...]]:
-    """One replica in one fused pass (``kernels.scan``), a resource policy (codes 0-5): the
-    best node (-1 when none fits), its score and devices, as ``ScoreTree.place`` answers."""
-    n, r = free.shape
-    d = gpu_free.shape[1]
-    for name, a, dt, shape in (
-        ("free", free, I64, (n, r)),
-        ("gpu_free", gpu_free, I64, (n, d)),
-        ("capacity", capacity, I64, (n, r)),
-        ("inv_cap", inv_cap, F64, (n, r)),
-        ("inv_max_cap", inv_max_cap, F64, (r,)),
-        ("mask", mask, BOOL, (n,)),
-        ("req", req, I64, (r,)),
-        ("weights", weights, F64, (r,)),
-    ):
-        _check(name, a, dt, shape)
-    if r < 3 or not 0 <= policy < 6:
-        raise ValueError("bad columns or policy (a resource policy, not FGD or RANDOM)")
-    dev = np.empty(d, dtype=np.int64)
-    best, score = _scan_one(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask, req,
-                            weights, dev)  # fmt: skip
-    if best < 0:
-        return -1, 0.0, ()
-    return best, score, tuple(int(x) for x in dev if x >= 0)
+@functools.lru_cache(maxsize=16)
+def _no_blocks(r: int) -> BlockIndex:
+    """An index of one empty block, for batch calls that do not use the block search."""
+    z = np.zeros((0, r), dtype=np.int64)
+    lay = BlockLayout(_NO_ROWS, np.zeros(1, dtype=np.int64), _NO_ROWS, np.zeros(1, dtype=np.int64),
+                      _NO_ROWS, z, np.zeros((0, r)), z, np.zeros((0, r)))  # fmt: skip
+    return BlockIndex(layout=lay, free=np.zeros((0, r), dtype=np.int64),
+                      gpu_free=np.zeros((0, 1), dtype=np.int64), capacity=z,
+                      inv_cap=np.zeros((0, r)), inv_max_cap=np.zeros(r))  # fmt: skip
 
 
 def refresh_frag_rows(
@@ -330,27 +340,31 @@ def warmup() -> None:
         np.zeros((2, 2), dtype=np.int64),
     )
     refresh_frag_rows(gpu_free, np.arange(2, dtype=np.int64), t_gpu, frag.count_ge, frag.below)
-    for policy in range(7):
+    inv = 1.0 / free
+    ones = np.ones(2, dtype=np.bool_)
+    req = np.array([1000, 0, 500], dtype=np.int64)
+    for policy in (2, 6):  # one compilation serves every policy code
         tree = ScoreTree(
-            policy=policy, free=free, gpu_free=gpu_free, capacity=free, inv_cap=1.0 / free,
-            inv_max_cap=np.ones(3), mask=np.ones(2, dtype=np.bool_),
-            req=np.array([1000, 0, 500], dtype=np.int64), weights=np.ones(3), frag=frag,
+            policy=policy, free=free, gpu_free=gpu_free, capacity=free, inv_cap=inv,
+            inv_max_cap=np.ones(3), mask=ones, req=req, weights=np.ones(3), frag=frag,
             fgd_mode=policy % 3,
         )  # fmt: skip
         tree.place(None)
         tree.place(np.array([1], dtype=np.int64))
-        if policy < 6:
-            scan_one(
-                policy=policy, free=free, gpu_free=gpu_free, capacity=free, inv_cap=1.0 / free,
-                inv_max_cap=np.ones(3), mask=np.ones(2, dtype=np.bool_),
-                req=np.array([1000, 0, 500], dtype=np.int64), weights=np.ones(3),
-            )  # fmt: skip
+    layout = BlockLayout.build(free, free, inv, 1, 1)
+    index = BlockIndex(layout=layout, free=free, gpu_free=gpu_free, capacity=free, inv_cap=inv,
+                       inv_max_cap=np.ones(3))  # fmt: skip
+    index.refresh(np.array([1], dtype=np.int64))
+    index.place(index.query(policy=2, req=req, weights=np.ones(3), mask=ones))
+    levels = layout.mask_levels(ones)
     for policy in range(8):
+        batch_free, batch_gpu = free.copy(), gpu_free.copy()
+        blocks = index.with_state(batch_free, batch_gpu) if policy < 6 else None
         place_batch_arrays(
-            free=free.copy(),
-            gpu_free=gpu_free.copy(),
+            free=batch_free,
+            gpu_free=batch_gpu,
             capacity=free,
-            inv_cap=1.0 / free,
+            inv_cap=inv,
             inv_max_cap=np.ones(3),
             masks=np.ones((1, 2), dtype=np.bool_),
             mask_id=np.zeros(2, dtype=np.int64),
@@ -365,6 +379,9 @@ def warmup() -> None:
             apply_last=True,
             frag=frag,
             fgd_mode=policy % 3,
-            tree_of=np.array([0, -1] if policy != 7 else [-1, -1], dtype=np.int64),
+            tree_of=np.array([0, -1] if policy == 6 else [-1, -1], dtype=np.int64),
             n_trees=1,
+            blocks=blocks,
+            mask_blocks=levels[0][None, :],
+            mask_supers=levels[1][None, :],
         )

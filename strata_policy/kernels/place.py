@@ -1,8 +1,10 @@
 """The placement loop: a batch of gangs, each all-or-nothing, in order, in one kernel call.
 
-For each workload, for each replica: one pass over the nodes keeps the best feasible node
-(strictly higher score wins, so ties go to the lowest index; FIRST_FIT stops at the first
-feasible node). Feasible = the workload's static mask (schedulable, selector, model), every
+For each workload, for each replica: the best feasible node (highest score, ties to the lowest
+index; FIRST_FIT: the first feasible node). The resource policies find it with the block search
+(``kernels.blocks``; its summaries are refreshed after every applied replica), FGD with a score
+tree per shape when the shape repeats (``kernels.tree``), RANDOM and FGD's one-off shapes with
+one pass over the nodes. Feasible = the workload's static mask (schedulable, selector, model), every
 column fits, the GPU fits at device level, and the spread code is present and unused by the
 gang's earlier replicas. The chosen replica is applied to ``free``/``gpu_free`` (and the FGD
 statistics) so that later replicas and later workloads see it; when a later replica of the gang
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from strata_policy.kernels.blocks import _blocks_best, _refresh_blocks
 from strata_policy.kernels.config import inline_kernel, kernel
 from strata_policy.kernels.fit import (
     CPU,
@@ -129,6 +132,24 @@ def _place_batch(
     tval: np.ndarray,
     tidx: np.ndarray,
     journal: np.ndarray,
+    use_blocks: bool,
+    mask_blocks: np.ndarray,
+    mask_supers: np.ndarray,
+    perm: np.ndarray,
+    bstart: np.ndarray,
+    block_of: np.ndarray,
+    sstart: np.ndarray,
+    super_of: np.ndarray,
+    bcap: np.ndarray,
+    binv: np.ndarray,
+    scap: np.ndarray,
+    sinv: np.ndarray,
+    bmax: np.ndarray,
+    bmin: np.ndarray,
+    boffer: np.ndarray,
+    smax: np.ndarray,
+    smin: np.ndarray,
+    soffer: np.ndarray,
     out_node: np.ndarray,
     out_dev: np.ndarray,
     out_score: np.ndarray,
@@ -141,6 +162,8 @@ def _place_batch(
     fgd = policy == FRAGMENTATION_AWARE
     tsync = np.full(tval.shape[0], -1, dtype=np.int64)
     jlen = 0
+    no_codes = np.empty(0, dtype=np.int64)
+    one = np.empty(1, dtype=np.int64)
     for w in range(n_work):
         rq = req[w]
         wt = weights[w]
@@ -183,7 +206,15 @@ def _place_batch(
                     else:
                         best_score = _score(policy, free, capacity, inv_cap, inv_max_cap, best,
                                             rq, wt, weight_sum)  # fmt: skip
-            for n in range(n_nodes if k < 0 else 0):
+            elif use_blocks:
+                m = mask_id[w]
+                best, best_score = _blocks_best(policy, free, gpu_free, capacity, inv_cap,
+                                                inv_max_cap, mask, mask_blocks[m], mask_supers[m],
+                                                perm, bstart, sstart, bmax, bmin, boffer, bcap,
+                                                binv, smax, smin, soffer, scap, sinv, rq, wt,
+                                                spread[s] if s >= 0 else no_codes, used,
+                                                r)  # fmt: skip
+            for n in range(n_nodes if k < 0 and not use_blocks else 0):
                 if not mask[n]:
                     continue
                 if _resources_fit(free, n, rq) >= 0:
@@ -230,6 +261,10 @@ def _place_batch(
                 jlen += 1
                 if fgd:
                     _frag_row(gpu_free, best, t_gpu, count_ge, below)
+                if use_blocks:
+                    one[0] = best
+                    _refresh_blocks(free, gpu_free, perm, bstart, block_of, sstart, super_of,
+                                    bmax, bmin, boffer, smax, smin, soffer, one, 1)  # fmt: skip
         out_fit[w] = placed
         if placed == reps:
             out_score[w] = last_score
@@ -243,5 +278,9 @@ def _place_batch(
             jlen += 1
             if fgd:
                 _frag_row(gpu_free, n, t_gpu, count_ge, below)
+            if use_blocks:
+                one[0] = n
+                _refresh_blocks(free, gpu_free, perm, bstart, block_of, sstart, super_of, bmax,
+                                bmin, boffer, smax, smin, soffer, one, 1)  # fmt: skip
             out_node[base + r] = -1
             out_dev[base + r] = -1

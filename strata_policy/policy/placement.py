@@ -23,7 +23,7 @@ from strata_policy.model.decisions import Policy, Reason
 from strata_policy.model.objects import Placement, Workload
 from strata_policy.policy import placement_inputs as inputs
 from strata_policy.policy.explain import SPREAD_CONFLICT, insufficient, unfit_reason
-from strata_policy.policy.placement_cache import place_cached
+from strata_policy.policy.placement_cache import place_blocks, place_cached
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskMix, TaskType, shape_of
 
@@ -100,19 +100,17 @@ def place_one(
 ) -> PlacementOutcome:
     """Place all replicas of ``workload`` or none; does not mutate ``matrix``.
 
-    A single replica without spread (any policy but RANDOM) is answered from the matrix's
-    persistent score tree for its shape (``placement_cache``); the rest, and every unplaced
-    answer (it needs the reasons), run the batch kernel on this one workload.
+    A single replica without spread (any policy but RANDOM) is answered by the fast paths of
+    ``placement_cache`` (the block search; FGD's score tree per shape); the rest, and every
+    unplaced answer (it needs the reasons), run the batch kernel on this one workload.
     """
     policy = options.policy
     if workload.replicas == 1 and not workload.spread_key and policy is not Policy.RANDOM:
-        types: tuple[TaskType, ...] = ()
         if policy is Policy.FRAGMENTATION_AWARE:
             types = _task_types(options) or (_own_shape(workload),)
-        found = place_cached(
-            matrix, workload, POLICY_CODES[policy], options.resource_weights, types,
-            FGD_MODES[options.fgd_score],
-        )  # fmt: skip
+            found = place_cached(matrix, workload, types, FGD_MODES[options.fgd_score])
+        else:
+            found = place_blocks(matrix, workload, POLICY_CODES[policy], options.resource_weights)
         if found is not None:
             return PlacementOutcome(found[0], found[1])
     return _place(matrix, [workload], options, private=workload.replicas > 1)[0]
@@ -166,10 +164,18 @@ def _place(
         frag = kernels.FragArrays.empty(len(matrix))
     req = shapes.req
     weights = inputs.weight_rows(matrix, req, options.resource_weights)
-    tree_of, n_trees = inputs.tree_assignment(len(matrix), shapes, is_random)
+    is_fgd = options.policy is Policy.FRAGMENTATION_AWARE
+    tree_of, n_trees = inputs.tree_assignment(len(matrix), shapes, is_fgd)
+    free = matrix.free.copy() if private else matrix.free
+    gpu_free = matrix.gpu_free.copy() if private else matrix.gpu_free
+    blocks = None
+    if not (is_random or is_fgd):
+        blocks = matrix.block_index()
+        if private:
+            blocks = blocks.with_state(free, gpu_free)
     result = kernels.place_batch_arrays(
-        free=matrix.free.copy() if private else matrix.free,
-        gpu_free=matrix.gpu_free.copy() if private else matrix.gpu_free,
+        free=free,
+        gpu_free=gpu_free,
         capacity=matrix.capacity,
         inv_cap=matrix.inv_capacity,
         inv_max_cap=matrix.inv_max_capacity,
@@ -188,6 +194,9 @@ def _place(
         fgd_mode=FGD_MODES[options.fgd_score],
         tree_of=tree_of,
         n_trees=n_trees,
+        blocks=blocks,
+        mask_blocks=shapes.mask_blocks,
+        mask_supers=shapes.mask_supers,
     )
     return _outcomes(matrix, workloads, result, shapes)
 

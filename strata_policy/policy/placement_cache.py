@@ -1,18 +1,23 @@
-"""``place_one``'s fast path: persistent score trees kept on the matrix, one per request shape.
+"""``place_one``'s fast paths: one replica, no spread key, no resource outside the columns.
 
-The engine and the simulator call ``place_one`` again and again with a few request shapes on a
-matrix that changes by one node per committed replica. A score tree (``kernels.tree``) per shape
-(policy, request, selector, model, weights, FGD mix) lives in ``matrix.trees``; a call replays
-the matrix's ``journal`` since the tree last looked (usually a handful of nodes), rescoring only
-those, and reads the best node at the root. The answer is the linear scan's, bit for bit (same
-per-node helpers, same tie-break). A tree pays off only when its shape comes again: the first
-call of a resource-policy shape answers with one fused scan (``kernels.scan_one``) and remembers
-the shape's key; the second call builds the tree, O(N). FGD shapes build their tree at once.
+**Resource policies** (all but FRAGMENTATION_AWARE and RANDOM) are answered by the block search
+(``kernels.blocks``) over the matrix's block summaries (``NodeMatrix.block_index``), which serve
+every request shape and are kept up to date a block per committed replica: no call of a shape,
+first or later, pays for more than the summaries and the few blocks whose bound can beat the
+best node found. The per-shape inputs (request row, weights, static mask and its block levels,
+validated once) are cached on the matrix, keyed by the shape. An earlier design kept a score tree
+per shape and built it on the shape's second call: O(N), ~100 × a ``numpy.sum`` of the matrix
+for that one call, to save work the block search no longer has to do.
 
-Served here: one replica, no spread key, no resource outside the columns, any policy but RANDOM
-(its score depends on the workload id). When nothing fits, ``None`` sends the caller to the
-general path, which also counts the reasons. Trees are bounded in memory (least recently used
-go first) and guarded by a per-matrix lock (kernels run without the GIL).
+**FRAGMENTATION_AWARE** keeps a score tree (``kernels.tree``) per shape (policy, request,
+selector, model, FGD mix) in ``matrix.trees``: its score depends on the typical shapes' cached
+statistics, which block summaries do not bound. A call replays the matrix's journal since the
+tree last looked (usually a handful of nodes), rescoring only those, and reads the best node at
+the root; the answer is the linear scan's, bit for bit. Trees are bounded in memory (least
+recently used go first) and guarded by a per-matrix lock (kernels run without the GIL).
+
+RANDOM's score depends on the workload id, so it is never served here. When nothing fits,
+``None`` sends the caller to the general path, which also counts the reasons.
 """
 
 from __future__ import annotations
@@ -30,8 +35,8 @@ from strata_policy.state.taskmix import TaskType
 
 _TREE_BYTES = 64 << 20  # per matrix
 _LOCK = "lock"
-_SEEN = "seen"  # keys of the shapes met once (answered by a scan, no tree yet)
-_MAX_SEEN = 4096
+_QUERIES = "block-queries"
+_MAX_QUERIES = 1024
 
 
 class _Entry:
@@ -54,24 +59,75 @@ def _weights_key(weights: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
     return tuple(sorted(weights.items())) if weights else ()
 
 
-def place_cached(
-    matrix: NodeMatrix,
-    workload: Workload,
-    policy: int,
-    weights: Mapping[str, float],
-    types: tuple[TaskType, ...],
-    fgd_mode: int,
+def place_blocks(
+    matrix: NodeMatrix, workload: Workload, policy: int, weights: Mapping[str, float]
 ) -> tuple[tuple[Placement, ...], float] | None:
-    """The placement of one replica of ``workload`` and its score, or None when nothing fits
-    (or the request names a resource no node has). ``types`` is the FGD mix and ``fgd_mode`` its
-    score (FGD only)."""
+    """The placement of one replica of ``workload`` under a resource policy and its score, or
+    None when nothing fits (or the request names a resource no node has)."""
     selector = workload.node_selector
     key = (
         policy,
         tuple(workload.request.items()),
         tuple(selector.items()) if selector else (),
         workload.gpu_model,
-        _weights_key(weights),
+        _weights_key(weights) if weights else (),
+    )
+    queries: dict[object, kernels.BlockQuery | None] = matrix.shared(_QUERIES, dict)
+    index = matrix.block_index()
+    query = queries.get(key, _ABSENT)
+    if query is _ABSENT:
+        query = _block_query(matrix, index, workload, policy, weights)
+        if len(queries) >= _MAX_QUERIES:
+            queries.clear()
+        queries[key] = query
+    if query is None:
+        return None
+    best, score, devices = index.place(query)  # type: ignore[arg-type]  # not _ABSENT here
+    if best < 0:
+        return None
+    return (Placement(matrix.nodes[best].id, devices),), score
+
+
+_ABSENT: object = object()
+
+
+def _block_query(
+    matrix: NodeMatrix,
+    index: kernels.BlockIndex,
+    workload: Workload,
+    policy: int,
+    weights: Mapping[str, float],
+) -> kernels.BlockQuery | None:
+    req, missing = inputs.request_row(matrix, workload.request)
+    if missing:
+        return None
+    static = inputs.static_mask(matrix, workload)
+    return index.query(
+        policy=policy,
+        req=req,
+        weights=np.ascontiguousarray(inputs.weight_rows(matrix, req[None, :], weights)[0]),
+        mask=static.mask,
+        levels=(static.blocks, static.supers),
+    )
+
+
+def place_cached(
+    matrix: NodeMatrix,
+    workload: Workload,
+    types: tuple[TaskType, ...],
+    fgd_mode: int,
+) -> tuple[tuple[Placement, ...], float] | None:
+    """The FRAGMENTATION_AWARE placement of one replica of ``workload`` and its score, or None
+    when nothing fits (or the request names a resource no node has). ``types`` is the FGD mix
+    and ``fgd_mode`` its score."""
+    policy = kernels.FRAGMENTATION_AWARE
+    selector = workload.node_selector
+    key = (
+        policy,
+        tuple(workload.request.items()),
+        tuple(selector.items()) if selector else (),
+        workload.gpu_model,
+        (),
         fgd_mode,
         len(types),
     )
@@ -81,55 +137,27 @@ def place_cached(
         lock = trees.setdefault(_LOCK, threading.Lock())
     with lock:
         entry = trees.pop(key, None)
-        frag = None
-        if policy == kernels.FRAGMENTATION_AWARE:
-            frag = inputs.frag_arrays(matrix, types, private=False)
-            if entry is not None and not (
-                (entry.types is types or entry.types == types)
-                and entry.frag is not None
-                and entry.frag.count_ge is frag.count_ge
-            ):
-                entry = None
-        if entry is None and frag is None:
-            seen: set[object] | None = trees.get(_SEEN)
-            if seen is None:
-                seen = trees[_SEEN] = set()
-            if key not in seen:
-                if len(seen) >= _MAX_SEEN:
-                    seen.clear()
-                seen.add(key)
-                return _scan(matrix, workload, policy, weights)
+        frag = inputs.frag_arrays(matrix, types, private=False)
+        if entry is not None and not (
+            (entry.types is types or entry.types == types)
+            and entry.frag is not None
+            and entry.frag.count_ge is frag.count_ge
+        ):
+            entry = None
         if entry is None:
-            entry = _new_entry(matrix, workload, policy, weights, types, fgd_mode, frag)
+            entry = _new_entry(matrix, workload, policy, {}, types, fgd_mode, frag)
             if entry is None:
                 return None
         trees[key] = entry  # most recently used last
-        journal = matrix.journal
-        if entry.epoch != matrix.epoch or len(journal) - entry.seen > max(64, len(matrix) // 8):
+        if entry.epoch != matrix.epoch or matrix.journal_len - entry.seen > max(
+            64, len(matrix) // 8
+        ):
             changed = None
         else:
-            changed = np.array(journal[entry.seen :], dtype=np.int64)
+            changed = matrix.journal_since(entry.seen).copy()
         best, score, devices = entry.tree.place(changed)
         entry.epoch = matrix.epoch
-        entry.seen = len(journal)
-    if best < 0:
-        return None
-    return (Placement(matrix.nodes[best].id, devices),), score
-
-
-def _scan(
-    matrix: NodeMatrix, workload: Workload, policy: int, weights: Mapping[str, float]
-) -> tuple[tuple[Placement, ...], float] | None:
-    """``place_cached``'s answer from one fused scan of the nodes (no tree)."""
-    req, missing = inputs.request_row(matrix, workload.request)
-    if missing:
-        return None
-    best, score, devices = kernels.scan_one(
-        policy=policy, free=matrix.free, gpu_free=matrix.gpu_free, capacity=matrix.capacity,
-        inv_cap=matrix.inv_capacity, inv_max_cap=matrix.inv_max_capacity,
-        mask=inputs.static_mask(matrix, workload).mask, req=req,
-        weights=np.ascontiguousarray(inputs.weight_rows(matrix, req[None, :], weights)[0]),
-    )  # fmt: skip
+        entry.seen = matrix.journal_len
     if best < 0:
         return None
     return (Placement(matrix.nodes[best].id, devices),), score
@@ -149,9 +177,9 @@ def _new_entry(
         return None
     trees = matrix.trees
     size = 1 << max(0, (len(matrix) - 1).bit_length())
-    extra = (_LOCK in trees) + (_SEEN in trees)
+    extra = int(_LOCK in trees)
     while len(trees) > extra and (len(trees) - extra) * 32 * size > _TREE_BYTES:
-        oldest = next(k for k in trees if k not in (_LOCK, _SEEN))
+        oldest = next(k for k in trees if k != _LOCK)
         del trees[oldest]
     tree = kernels.ScoreTree(
         policy=policy,

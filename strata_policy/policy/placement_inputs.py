@@ -30,10 +30,13 @@ _MAX_FRAG_CACHED = 8
 
 @dataclass(frozen=True, slots=True)
 class StaticMask:
-    """Nodes passing schedulable + selector + model, and how many fail each of those."""
+    """Nodes passing schedulable + selector + model, how many fail each of those, and per block
+    and superblock of the matrix's block layout whether any node passes (``kernels.blocks``)."""
 
     mask: np.ndarray
     counts: Mapping[str, int]
+    blocks: np.ndarray
+    supers: np.ndarray
 
 
 def _build_mask(
@@ -59,7 +62,9 @@ def _build_mask(
         SELECTOR_MISMATCH: int((sched & ~sel).sum()),
         MODEL_MISMATCH: int((sched & sel & ~model_ok).sum()),
     }
-    return StaticMask(np.ascontiguousarray(mask), counts)
+    mask = np.ascontiguousarray(mask)
+    blocks, supers = matrix.block_layout().mask_levels(mask)
+    return StaticMask(mask, counts, blocks, supers)
 
 
 def static_mask(matrix: NodeMatrix, workload: Workload) -> StaticMask:
@@ -115,18 +120,19 @@ def weight_rows(matrix: NodeMatrix, req: np.ndarray, weights: Mapping[str, float
 _TREE_BYTES = 64 << 20  # memory the score trees of one call may take
 
 
-def tree_assignment(n_nodes: int, shapes: BatchShapes, is_random: bool) -> tuple[np.ndarray, int]:
-    """Which score tree (``kernels.tree``) serves each workload, -1 for a linear scan.
+def tree_assignment(n_nodes: int, shapes: BatchShapes, is_fgd: bool) -> tuple[np.ndarray, int]:
+    """Which FGD score tree (``kernels.tree``) serves each workload, -1 for none.
 
-    Workloads of one shape (same request, selector, model: same request row, weights row and
-    mask) share one tree; a tree pays off once its shape is placed at least twice (two
-    workloads, or a gang), so only those shapes get one, most used first, as many as
-    ``_TREE_BYTES`` allows. Spread gangs (their feasibility depends on the gang's earlier
-    replicas) and RANDOM (its score depends on the workload) scan.
+    Only FRAGMENTATION_AWARE uses trees in a batch (the resource policies use the block
+    search, RANDOM a scan). Workloads of one shape (same request, selector, model: same
+    request row, weights row and mask) share one tree; a tree pays off once its shape is placed
+    at least twice (two workloads, or a gang), so only those shapes get one, most used first,
+    as many as ``_TREE_BYTES`` allows. Spread gangs (their feasibility depends on the gang's
+    earlier replicas) scan.
     """
     n_work = shapes.req.shape[0]
     tree_of = np.full(n_work, -1, dtype=np.int64)
-    if is_random or n_nodes == 0 or int(shapes.replicas.sum()) < 2:
+    if not is_fgd or n_nodes == 0 or int(shapes.replicas.sum()) < 2:
         return tree_of, 0
     uses = np.bincount(shapes.shape_id, weights=shapes.replicas, minlength=shapes.n_shapes)
     uses[shapes.shape_scans] = 0
@@ -155,6 +161,8 @@ class BatchShapes:
     devices: np.ndarray
     statics: list[StaticMask]
     masks: np.ndarray
+    mask_blocks: np.ndarray
+    mask_supers: np.ndarray
     spread: np.ndarray
     shape_id: np.ndarray
     n_shapes: int
@@ -217,6 +225,8 @@ def batch_shapes(matrix: NodeMatrix, workloads: Sequence[Workload]) -> BatchShap
         devices=s_devices[ids],
         statics=statics,
         masks=np.stack([st.mask for st in statics]),
+        mask_blocks=np.stack([st.blocks for st in statics]),
+        mask_supers=np.stack([st.supers for st in statics]),
         spread=np.stack(spreads) if spreads else np.zeros((0, len(matrix)), dtype=np.int64),
         shape_id=ids,
         n_shapes=n_shapes,

@@ -10,10 +10,11 @@ selector masks) is shared between copies; the mutable part (``allocated``, ``fre
 one memcpy of the state and nothing else. ``free = capacity - allocated`` is kept in step by
 ``allocate``/``deallocate`` so that kernels read one matrix. Every change bumps the node's entry
 in ``version``; derived per-node caches (the FGD statistics) compare stamps to find stale rows.
-Every change is also appended to ``journal`` (node indices, in order): the placement score
-trees kept in ``trees`` replay it from the position they last saw. ``epoch`` names one journal:
-it changes when the journal is cleared (it is bounded) and in a copy, which starts with an empty
-journal and no trees (so copies stay cheap).
+Every change is also appended to the journal (node indices, in order; ``journal_since``): the
+block summaries of ``block_index`` and the FGD score trees kept in ``trees`` replay it from the
+position they last saw. ``epoch`` names one journal: it changes when the journal is cleared (it
+is bounded) and in a copy, which starts with an empty journal and no trees (so copies stay
+cheap) but keeps its block summaries (a copy of small per-block arrays).
 
 GPU accounting: ``gpu_free[n, d]`` is the free milli of device ``d`` (0..1000), -1 where node
 ``n`` has fewer than ``d + 1`` devices. A share (< 1000) takes milli from one device; ``k × 1000``
@@ -27,11 +28,14 @@ readers. Concurrent readers are fine (cache refreshes write the same values).
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from strata_policy.kernels import search
+from strata_policy.kernels.search import BlockIndex, BlockLayout
 from strata_policy.model.objects import Node, RunningWorkload
 from strata_policy.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU, RESERVED, Resources
 
@@ -47,6 +51,10 @@ class NodeMatrix:
     """Nodes × resources as int64 arrays, with per-device GPU free milli (see module docs)."""
 
     __slots__ = (
+        "_blocks",
+        "_blocks_at",
+        "_journal",
+        "_lock",
         "_shared",
         "allocated",
         "capacity",
@@ -58,7 +66,7 @@ class NodeMatrix:
         "index",
         "inv_capacity",
         "inv_max_capacity",
-        "journal",
+        "journal_len",
         "model_code",
         "models",
         "nodes",
@@ -85,10 +93,14 @@ class NodeMatrix:
     models: tuple[str, ...]
     version: np.ndarray
     derived: dict[Any, Any]
-    journal: list[int]
+    journal_len: int
     epoch: int
     trees: dict[Any, Any]
     _shared: dict[Any, Any]
+    _journal: np.ndarray
+    _blocks: BlockIndex | None
+    _blocks_at: tuple[int, int]
+    _lock: threading.Lock
 
     @classmethod
     def from_nodes(cls, nodes: Sequence[Node]) -> NodeMatrix:
@@ -130,10 +142,14 @@ class NodeMatrix:
         self.models = models
         self.version = np.zeros(n_nodes, dtype=np.int64)
         self.derived = {}
-        self.journal = []
+        self._journal = np.empty(4 * n_nodes + 64, dtype=np.int64)
+        self.journal_len = 0
         self.epoch = next(_EPOCHS)
         self.trees = {}
         self._shared = {}
+        self._blocks = None
+        self._blocks_at = (0, 0)
+        self._lock = threading.Lock()
         return self
 
     def copy(self) -> NodeMatrix:
@@ -146,9 +162,16 @@ class NodeMatrix:
         other.gpu_free = self.gpu_free.copy()
         other.version = self.version.copy()
         other.derived = {key: value.copy() for key, value in self.derived.items()}
-        other.journal = []
+        other._journal = np.empty_like(self._journal)
+        other.journal_len = 0
         other.epoch = next(_EPOCHS)
         other.trees = {}
+        other._lock = threading.Lock()
+        other._blocks = None
+        other._blocks_at = (0, 0)
+        if self._blocks is not None:
+            other._blocks = self.block_index().with_state(other.free, other.gpu_free)
+            other._blocks_at = (other.epoch, 0)
         return other
 
     def __len__(self) -> int:
@@ -177,6 +200,43 @@ class NodeMatrix:
                 codes[n] = -1 if value is None else values.setdefault(value, len(values))
             found = (codes, values)
             self._shared[cache_key] = found
+        return found
+
+    def journal_since(self, position: int) -> np.ndarray:
+        """The nodes changed since the journal held ``position`` entries (in this ``epoch``)."""
+        return self._journal[position : self.journal_len]
+
+    def block_index(self) -> BlockIndex:
+        """The block summaries of the current state (``kernels.search``): built on first use
+        (the layout, from the immutable node data, is shared by copies), then brought up to
+        date from the journal, a block per changed node. Safe for concurrent readers."""
+        idx = self._blocks
+        if idx is not None and self._blocks_at == (self.epoch, self.journal_len):
+            return idx
+        with self._lock:
+            idx = self._blocks
+            epoch, seen = self._blocks_at
+            if idx is None:
+                idx = BlockIndex(layout=self.block_layout(), free=self.free, gpu_free=self.gpu_free,
+                                 capacity=self.capacity, inv_cap=self.inv_capacity,
+                                 inv_max_cap=self.inv_max_capacity)  # fmt: skip
+            elif epoch != self.epoch:
+                idx.refresh(None)
+            elif seen < self.journal_len:
+                idx.refresh(self._journal[seen : self.journal_len])
+            self._blocks = idx
+            self._blocks_at = (self.epoch, self.journal_len)
+        return idx
+
+    def block_layout(self) -> BlockLayout:
+        """Blocks of alike nodes (same schedulability, GPU model and capacity row), built once
+        from the immutable node data and shared by copies."""
+        found: BlockLayout | None = self._shared.get("block-layout")
+        if found is None:
+            groups = np.column_stack((~self.schedulable, self.model_code, self.capacity))
+            found = BlockLayout.build(groups.astype(np.int64), self.capacity, self.inv_capacity,
+                                      search.BLOCK_SIZE, search.SUPER_SIZE)  # fmt: skip
+            self._shared["block-layout"] = found
         return found
 
     def shared(self, key: object, build: Callable[[], Any]) -> Any:
@@ -269,10 +329,12 @@ class NodeMatrix:
         for d in gpu_devices:
             self.gpu_free[node_index, d] -= sign * per_device
         self.version[node_index] += 1
-        journal = self.journal
-        journal.append(node_index)
-        if len(journal) > 4 * len(self.nodes) + 64:
-            journal.clear()
+        at = self.journal_len
+        self._journal[at] = node_index
+        if at + 1 < self._journal.shape[0]:
+            self.journal_len = at + 1
+        else:  # full: start a new journal (readers rebuild what they derived from the old one)
+            self.journal_len = 0
             self.epoch = next(_EPOCHS)
 
     # -- totals -----------------------------------------------------------------------------
@@ -354,6 +416,6 @@ class NodeMatrix:
         self.free -= added
         self.gpu_free -= used
         self.version[np.unique(nodes)] += 1
-        self.journal.clear()
+        self.journal_len = 0
         self.epoch = next(_EPOCHS)
         return True

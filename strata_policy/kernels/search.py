@@ -1,0 +1,249 @@
+"""Validating wrappers for the block search (``kernels.blocks``): a per-state index, per-shape
+queries, both checked once so that a placement pays one kernel call and no re-validation.
+
+``BlockIndex`` holds the layout (which nodes form each block; built from the immutable node
+data, shared by copies) and the per-block summaries of one node state (refreshed from the
+nodes that changed). ``BlockQuery`` is one request shape on that layout (policy, request row,
+weights, static mask and which blocks the mask leaves any node in). ``BlockIndex.place`` answers
+one replica: the node, its score and its devices, bit-equal to a full scan with ``fit._score``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from strata_policy.kernels.blocks import _blocks_place, _refresh_blocks
+from strata_policy.kernels.fit import DOT_PRODUCT, FIRST_FIT
+
+BLOCK_SIZE = 32
+SUPER_SIZE = 32
+
+_I64 = np.dtype(np.int64)
+_F64 = np.dtype(np.float64)
+_BOOL = np.dtype(np.bool_)
+
+
+def _check(name: str, a: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+    if a.dtype != dtype or a.shape != shape or not a.flags.c_contiguous:
+        raise ValueError(f"{name}: {a.dtype}{a.shape}, expected C-contiguous {dtype}{shape}")
+
+
+@dataclass(frozen=True, slots=True)
+class BlockLayout:
+    """Which nodes form each block and which blocks each superblock (``kernels.blocks``).
+
+    Block ``b`` is ``perm[bstart[b]:bstart[b + 1]]`` (ascending node indices), superblock ``s``
+    blocks ``sstart[s]:sstart[s + 1]``; ``block_of[n]``, ``super_of[b]``; per block and per
+    superblock the capacity row and ``1/capacity`` row of its nodes (one class each).
+    """
+
+    perm: np.ndarray
+    bstart: np.ndarray
+    block_of: np.ndarray
+    sstart: np.ndarray
+    super_of: np.ndarray
+    bcap: np.ndarray
+    binv: np.ndarray
+    scap: np.ndarray
+    sinv: np.ndarray
+
+    @staticmethod
+    def build(
+        groups: np.ndarray,
+        capacity: np.ndarray,
+        inv_cap: np.ndarray,
+        block_size: int = BLOCK_SIZE,
+        super_size: int = SUPER_SIZE,
+    ) -> BlockLayout:
+        """Nodes with equal ``groups`` rows form a class (the rows must include the capacity
+        row); a class's nodes, in index order, are cut into blocks of ``block_size`` and its
+        blocks into superblocks of ``super_size``."""
+        n = capacity.shape[0]
+        if block_size < 1 or super_size < 1 or groups.shape[0] != n or groups.ndim != 2:
+            raise ValueError("sizes must be positive and groups must have a row per node")
+        keys = [groups[:, k] for k in range(groups.shape[1] - 1, -1, -1)]
+        perm = np.lexsort(keys).astype(np.int64) if keys and n else np.arange(n, dtype=np.int64)
+        ordered = groups[perm]
+        new_class = np.ones(n, dtype=np.bool_)
+        if n > 1:
+            new_class[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+        same_class = ~new_class[1:]
+        rows = capacity[perm]
+        if (rows[1:][same_class] != rows[:-1][same_class]).any():
+            raise ValueError("groups must separate nodes of different capacities")
+        at = np.arange(n)
+        class_first = np.maximum.accumulate(np.where(new_class, at, 0)) if n else at
+        new_block = (at - class_first) % block_size == 0
+        firsts = np.flatnonzero(new_block)
+        bstart = np.append(firsts, n).astype(np.int64)
+        block_of = np.empty(n, dtype=np.int64)
+        block_of[perm] = np.cumsum(new_block) - 1
+        nb = firsts.shape[0]
+        b_class_first = np.flatnonzero(new_class[firsts])  # blocks that start a class
+        class_of_block = np.cumsum(new_class[firsts]) - 1
+        first_block_of_class = b_class_first[class_of_block] if nb else np.zeros(0, np.int64)
+        new_super = (np.arange(nb) - first_block_of_class) % super_size == 0
+        sstart = np.append(np.flatnonzero(new_super), nb).astype(np.int64)
+        super_of = (np.cumsum(new_super) - 1).astype(np.int64)
+        bcap = np.ascontiguousarray(capacity[perm[firsts]])
+        binv = np.ascontiguousarray(inv_cap[perm[firsts]])
+        scap = np.ascontiguousarray(bcap[sstart[:-1]])
+        sinv = np.ascontiguousarray(binv[sstart[:-1]])
+        return BlockLayout(perm, bstart, block_of, sstart, super_of, bcap, binv, scap, sinv)
+
+    def mask_levels(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per block and per superblock, whether any of its nodes passes ``mask``."""
+        if not self.perm.size:
+            return np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.bool_)
+        blocks = np.logical_or.reduceat(mask[self.perm], self.bstart[:-1])
+        supers = np.logical_or.reduceat(blocks, self.sstart[:-1])
+        return np.ascontiguousarray(blocks), np.ascontiguousarray(supers)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockQuery:
+    """One request shape on a layout: policy code (0-5), request row, weight row, static mask
+    and, per block and per superblock, whether any of its nodes passes the mask."""
+
+    layout: BlockLayout
+    policy: int
+    req: np.ndarray
+    weights: np.ndarray
+    mask: np.ndarray
+    mask_blocks: np.ndarray
+    mask_supers: np.ndarray
+    gpu: int
+
+
+class BlockIndex:
+    """Block summaries of one node state (``kernels.blocks``), answering one replica at a time.
+
+    The state arrays are held by reference: the owner mutates them in place and calls
+    ``refresh`` with the nodes that changed before the next ``place``. Not safe against a
+    ``refresh`` running beside a ``place``; the owner serialises them.
+    """
+
+    __slots__ = ("_state", "bmax", "bmin", "boffer", "layout", "smax", "smin", "soffer")
+
+    def __init__(
+        self,
+        *,
+        layout: BlockLayout,
+        free: np.ndarray,
+        gpu_free: np.ndarray,
+        capacity: np.ndarray,
+        inv_cap: np.ndarray,
+        inv_max_cap: np.ndarray,
+    ) -> None:
+        n, r = capacity.shape
+        _check("free", free, _I64, (n, r))
+        _check("capacity", capacity, _I64, (n, r))
+        _check("gpu_free", gpu_free, _I64, (n, gpu_free.shape[1]))
+        _check("inv_cap", inv_cap, _F64, (n, r))
+        _check("inv_max_cap", inv_max_cap, _F64, (r,))
+        nb = layout.bstart.shape[0] - 1
+        ns = layout.sstart.shape[0] - 1
+        _check("perm", layout.perm, _I64, (n,))
+        _check("bstart", layout.bstart, _I64, (nb + 1,))
+        _check("block_of", layout.block_of, _I64, (n,))
+        _check("sstart", layout.sstart, _I64, (ns + 1,))
+        _check("super_of", layout.super_of, _I64, (nb,))
+        _check("bcap", layout.bcap, _I64, (nb, r))
+        _check("binv", layout.binv, _F64, (nb, r))
+        _check("scap", layout.scap, _I64, (ns, r))
+        _check("sinv", layout.sinv, _F64, (ns, r))
+        if r < 3:
+            raise ValueError("the first three columns must be cpu, memory, gpu")
+        self.layout = layout
+        self._state = (free, gpu_free, capacity, inv_cap, inv_max_cap)
+        self.bmax = np.empty((nb, r), dtype=np.int64)
+        self.bmin = np.empty((nb, r), dtype=np.int64)
+        self.boffer = np.empty(nb, dtype=np.int64)
+        self.smax = np.empty((ns, r), dtype=np.int64)
+        self.smin = np.empty((ns, r), dtype=np.int64)
+        self.soffer = np.empty(ns, dtype=np.int64)
+        self.refresh(None)
+
+    def with_state(self, free: np.ndarray, gpu_free: np.ndarray) -> BlockIndex:
+        """The same summaries over a copy of the state (``free``/``gpu_free`` equal to ours)."""
+        _check("free", free, _I64, self._state[0].shape)
+        _check("gpu_free", gpu_free, _I64, self._state[1].shape)
+        other = BlockIndex.__new__(BlockIndex)
+        other.layout = self.layout
+        other._state = (free, gpu_free, *self._state[2:])
+        for name in ("bmax", "bmin", "boffer", "smax", "smin", "soffer"):
+            setattr(other, name, getattr(self, name).copy())
+        return other
+
+    @property
+    def state(self) -> tuple[np.ndarray, ...]:
+        """``free, gpu_free, capacity, inv_cap, inv_max_cap`` (held by reference)."""
+        return self._state
+
+    @property
+    def summaries(
+        self,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``bmax, bmin, boffer, smax, smin, soffer`` (the batch kernel takes copies)."""
+        return (self.bmax, self.bmin, self.boffer, self.smax, self.smin, self.soffer)
+
+    def refresh(self, rows: np.ndarray | None) -> None:
+        """Recompute the blocks of nodes ``rows`` (int64 node indices), or every block."""
+        lay = self.layout
+        free, gpu_free = self._state[0], self._state[1]
+        if rows is None:
+            rows, n_rows = _NONE, -1
+        else:
+            if rows.dtype != _I64 or rows.ndim != 1:
+                raise ValueError("rows: expected int64 node indices")
+            if rows.size and (rows.min() < 0 or rows.max() >= free.shape[0]):
+                raise ValueError("rows out of range")
+            n_rows = rows.shape[0]
+        _refresh_blocks(free, gpu_free, lay.perm, lay.bstart, lay.block_of, lay.sstart,
+                        lay.super_of, *self.summaries, rows, n_rows)  # fmt: skip
+
+    def query(
+        self,
+        *,
+        policy: int,
+        req: np.ndarray,
+        weights: np.ndarray,
+        mask: np.ndarray,
+        levels: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> BlockQuery:
+        """A validated request shape for ``place`` (policy: a resource policy, 0-5);
+        ``levels`` is ``layout.mask_levels(mask)`` when the caller has it already."""
+        n, r = self._state[0].shape
+        _check("req", req, _I64, (r,))
+        _check("weights", weights, _F64, (r,))
+        _check("mask", mask, _BOOL, (n,))
+        if not FIRST_FIT <= policy <= DOT_PRODUCT:
+            raise ValueError(f"policy {policy}: expected a resource policy (0-5)")
+        blocks, supers = self.layout.mask_levels(mask) if levels is None else levels
+        _check("mask blocks", blocks, _BOOL, (self.layout.bstart.shape[0] - 1,))
+        _check("mask superblocks", supers, _BOOL, (self.layout.sstart.shape[0] - 1,))
+        return BlockQuery(self.layout, policy, req, weights, mask, blocks, supers, int(req[2]))
+
+    def place(self, q: BlockQuery) -> tuple[int, float, tuple[int, ...]]:
+        """The best node for one replica of ``q`` (-1 when none fits), its score and devices."""
+        lay = self.layout
+        if q.layout is not lay:
+            raise ValueError("the query was made for another layout")
+        free, gpu_free, capacity, inv_cap, inv_max_cap = self._state
+        dev = np.empty(gpu_free.shape[1], dtype=np.int64)
+        best, score = _blocks_place(q.policy, free, gpu_free, capacity, inv_cap, inv_max_cap,
+                                    q.mask, q.mask_blocks, q.mask_supers, lay.perm, lay.bstart,
+                                    lay.sstart, self.bmax, self.bmin, self.boffer, lay.bcap,
+                                    lay.binv, self.smax, self.smin, self.soffer, lay.scap,
+                                    lay.sinv, q.req, q.weights, dev)  # fmt: skip
+        if best < 0:
+            return -1, 0.0, ()
+        g = q.gpu
+        if g == 0:
+            return best, score, ()
+        return best, score, tuple(dev[: 1 if g < 1000 else g // 1000].tolist())
+
+
+_NONE = np.zeros(0, dtype=np.int64)

@@ -1,0 +1,219 @@
+"""The block search (``kernels.blocks``) against the naive twin, with blocks small enough that
+every cluster spans many blocks and superblocks, and its summaries against a fresh build."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from naive_placement import naive_from_matrix
+
+from strata_policy.kernels import BlockIndex, BlockLayout, search
+from strata_policy.model import Node, Policy, Workload
+from strata_policy.policy.placement import PlacementOptions, place_batch, place_one
+from strata_policy.state.nodes import NodeMatrix
+from strata_policy.testing import node, workload
+
+RESOURCE_POLICIES = [p for p in Policy if p not in (Policy.RANDOM, Policy.FRAGMENTATION_AWARE)]
+
+
+@contextmanager
+def block_sizes(block: int, sup: int) -> Iterator[None]:
+    """Matrices built inside use blocks of ``block`` nodes and superblocks of ``sup`` blocks."""
+    saved = (search.BLOCK_SIZE, search.SUPER_SIZE)
+    search.BLOCK_SIZE, search.SUPER_SIZE = block, sup
+    try:
+        yield
+    finally:
+        search.BLOCK_SIZE, search.SUPER_SIZE = saved
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> list[Node]:
+    """5-30 nodes of a few types (so classes span blocks), some cordoned, some zoned."""
+    types = draw(
+        st.lists(
+            st.tuples(st.sampled_from([2, 4, 8]), st.sampled_from([4, 16]), st.integers(0, 4)),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    out = []
+    for i in range(draw(st.integers(5, 30))):
+        cpu, mem, gpus = types[draw(st.integers(0, len(types) - 1))]
+        out.append(
+            node(
+                f"n{i}",
+                cpu=cpu,
+                memory_gi=mem,
+                gpus=gpus,
+                model="A" if gpus else "",
+                labels={"zone": "z1"} if draw(st.integers(0, 3)) == 0 else {},
+                unschedulable=draw(st.integers(0, 12)) == 0,
+            )
+        )
+    return out
+
+
+SHAPES = st.builds(
+    lambda cpu, mem, gpu, sel: workload(
+        "w", "s", cpu=cpu, memory_gi=mem, gpu_milli=gpu, node_selector=sel
+    ),
+    st.sampled_from([0, 0.5, 1, 2, 3]),
+    st.sampled_from([0, 1, 4]),
+    st.sampled_from([0, 250, 500, 750, 1000, 2000]),
+    st.sampled_from([None, None, {"zone": "z1"}]),
+)
+
+WEIGHTS = st.one_of(
+    st.just({}),
+    st.dictionaries(
+        st.sampled_from(["cpu", "memory", "gpu"]),
+        st.sampled_from([0.0, 0.5, 1.0, 2.0, -1.0, float("inf"), float("nan")]),
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    clusters(),
+    st.lists(SHAPES, min_size=1, max_size=4),
+    st.lists(st.tuples(st.integers(0, 15), st.integers(0, 5)), min_size=5, max_size=40),
+    st.sampled_from(RESOURCE_POLICIES),
+    WEIGHTS,
+    st.integers(1, 3),
+    st.integers(1, 3),
+)
+def test_block_search_matches_naive_twin_through_commits(
+    ns: list[Node],
+    pool: list[Workload],
+    steps: list[tuple[int, int]],
+    policy: Policy,
+    weights: dict[str, float],
+    block: int,
+    sup: int,
+) -> None:
+    """place_one answers like the naive twin (node, devices, score) on many small blocks,
+    while replicas are committed and released (action 0: release the oldest held)."""
+    opts = PlacementOptions(policy=policy, resource_weights=weights)
+    with block_sizes(block, sup):
+        m = NodeMatrix.from_nodes(ns)
+        held: list[tuple[Workload, tuple[str, tuple[int, ...]]]] = []
+        for pick, action in steps:
+            if action == 0 and held:
+                wl, (node_id, devices) = held.pop(0)
+                m.deallocate(m.index[node_id], wl.request, devices)
+                continue
+            wl = pool[pick % len(pool)]
+            want = naive_from_matrix(m).place(wl, policy, weights)
+            got = place_one(m, wl, opts)
+            assert got.placements == want.placements, (wl, got, want)
+            assert got.score == want.score or (got.score != got.score and want.score != want.score)
+            for p in got.placements:
+                m.allocate(m.index[p.node_id], wl.request, p.gpu_devices)
+                held.append((wl, (p.node_id, p.gpu_devices)))
+            if action == 5:
+                m = m.copy()  # a copy carries the summaries over and goes on from there
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    clusters(),
+    st.lists(SHAPES, min_size=1, max_size=12),
+    st.sampled_from(RESOURCE_POLICIES),
+    st.integers(1, 3),
+    st.integers(1, 3),
+)
+def test_block_search_batch_equals_one_by_one(
+    ns: list[Node], shapes: list[Workload], policy: Policy, block: int, sup: int
+) -> None:
+    """A batch on small blocks (summaries refreshed inside the kernel) equals place_one and
+    commit, one by one, and leaves the matrix and its summaries untouched."""
+    batch = [
+        Workload(
+            f"w{i}",
+            "s",
+            wl.request,
+            replicas=1 + i % 2,
+            node_selector=wl.node_selector,
+            spread_key="kubernetes.io/hostname" if i % 4 == 3 else "",
+        )
+        for i, wl in enumerate(shapes)
+    ]
+    opts = PlacementOptions(policy=policy)
+    with block_sizes(block, sup):
+        m = NodeMatrix.from_nodes(ns)
+        index = m.block_index()
+        before = [a.copy() for a in index.summaries]
+        got = place_batch(m, batch, opts)
+        assert all((a == b).all() for a, b in zip(index.summaries, before, strict=True))
+        for wl, out in zip(batch, got, strict=True):
+            assert place_one(m, wl, opts) == out
+            for p in out.placements:
+                m.allocate(m.index[p.node_id], wl.request, p.gpu_devices)
+
+
+def _fresh(m: NodeMatrix) -> BlockIndex:
+    return BlockIndex(
+        layout=m.block_layout(), free=m.free, gpu_free=m.gpu_free, capacity=m.capacity,
+        inv_cap=m.inv_capacity, inv_max_cap=m.inv_max_capacity,
+    )  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters(), st.lists(st.tuples(st.integers(0, 29), st.sampled_from([0, 500, 1000])),
+                            max_size=30))  # fmt: skip
+def test_summaries_follow_the_journal(ns: list[Node], takes: list[tuple[int, int]]) -> None:
+    """After allocations (and a journal that wraps), the kept summaries equal a fresh build."""
+    with block_sizes(2, 2):
+        m = NodeMatrix.from_nodes(ns)
+        m.block_index()
+        for i, (pick, gpu) in enumerate(takes):
+            n = pick % len(ns)
+            devs = [d for d in range(int(m.gpu_devices[n])) if m.gpu_free[n, d] >= max(gpu, 1)]
+            request = {"cpu": 100, "gpu": gpu if devs else 0}
+            if m.replica_fit_error(n, request, tuple(devs[:1]) if devs and gpu else ()) is None:
+                m.allocate(n, request, tuple(devs[:1]) if devs and gpu else ())
+            if i % 7 == 6:
+                kept = m.block_index()
+                fresh = _fresh(m)
+                for a, b in zip(kept.summaries, fresh.summaries, strict=True):
+                    assert (a == b).all()
+        kept = m.block_index()
+        for a, b in zip(kept.summaries, _fresh(m).summaries, strict=True):
+            assert (a == b).all()
+
+
+@pytest.mark.parametrize(
+    ("capacities", "block", "sup", "blocks", "supers"),
+    [
+        pytest.param([], 2, 2, [], [], id="no nodes: no blocks"),
+        pytest.param([1, 1, 1], 2, 2, [[0, 1], [2]], [[0, 1]], id="one class cut every 2"),
+        pytest.param(
+            [1, 2, 1, 2, 1],
+            2,
+            1,
+            [[0, 2], [4], [1, 3]],
+            [[0], [1], [2]],
+            id="classes interleaved: blocks of one class, in index order",
+        ),
+        pytest.param(
+            [2, 1, 2], 1, 5, [[1], [0], [2]], [[0], [1, 2]], id="superblocks never span classes"
+        ),
+    ],
+)
+def test_layout(
+    capacities: list[int], block: int, sup: int, blocks: list[list[int]], supers: list[list[int]]
+) -> None:
+    """Blocks hold one class each, in index order, cut by size; superblocks likewise."""
+    cap = np.array([[c, 0, 0] for c in capacities], dtype=np.int64).reshape(-1, 3)
+    lay = BlockLayout.build(cap, cap, np.zeros(cap.shape), block, sup)
+    got = [lay.perm[a:b].tolist() for a, b in zip(lay.bstart[:-1], lay.bstart[1:], strict=True)]
+    assert got == blocks
+    got_s = [list(range(a, b)) for a, b in zip(lay.sstart[:-1], lay.sstart[1:], strict=True)]
+    assert got_s == supers
+    assert all(lay.block_of[n] == b for b, members in enumerate(blocks) for n in members)
