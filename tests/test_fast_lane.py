@@ -23,6 +23,7 @@ from strata_policy.model import (
 )
 from strata_policy.policy.placement import PlacementOptions
 from strata_policy.quota import QuotaTree, admit_all, decide_admit
+from strata_policy.state import cluster
 from strata_policy.state.cluster import ClusterState
 from strata_policy.testing import node, scope
 from strata_policy.usecases import batch, fast_place
@@ -317,6 +318,33 @@ def test_add_many_refuses_known_ids_before_changing_anything(held: list[str]) ->
     with engine.store.slot("c") as slot:
         state = slot.require("c")
         with pytest.raises(InvalidArgument):
+            state.add_many(rws)
+    assert engine.snapshot("c") == before
+    _consistent(engine)
+
+
+@pytest.mark.parametrize(
+    "fraction",
+    [
+        pytest.param(1, id="add_many: replica by replica"),
+        pytest.param(10**9, id="add_many: in bulk"),
+    ],
+)
+def test_add_many_refuses_a_replica_that_does_not_fit(fraction: int) -> None:
+    """A replica over its node's capacity raises ValueError; nodes and tree stay as they were."""
+    engine = Engine(clock=lambda: 1)
+    engine.push_snapshot("c", Snapshot(NODES, (scope("org"),)))
+    before = engine.snapshot("c")
+    rws = [
+        RunningWorkload(Workload(f"w{i}", "org", {"cpu": 10_000}), (Placement("n1"),))
+        for i in range(3)
+    ]  # n1 has 24 CPUs: the third does not fit
+    with (
+        engine.store.slot("c") as slot,
+        mock.patch.object(cluster, "BULK_ALLOCATE_FRACTION", fraction),
+    ):
+        state = slot.require("c")
+        with pytest.raises(ValueError, match="insufficient cpu"):
             state.add_many(rws)
     assert engine.snapshot("c") == before
     _consistent(engine)
