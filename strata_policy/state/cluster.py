@@ -1,8 +1,8 @@
 """One cluster's state: the node matrix, the quota tree, the running workloads, the generation.
 
 Built once per snapshot change (``ClusterState.build``), then changed in place only through
-``add``/``remove``/``set_placements``, each of which records its exact inverse while a transaction
-is open. That is how a dry run or a failed batch changes nothing: simulate, then undo
+``add``/``add_many``/``remove``/``set_placements``, each of which records its exact inverse while a
+transaction is open. That is how a dry run or a failed batch changes nothing: simulate, then undo
 (STYLE habit 3). The engine holds the cluster's lock around every transaction.
 """
 
@@ -21,8 +21,8 @@ from strata_policy.state.taskmix import TaskMix
 Undo = Callable[[], None]
 
 # ``add_many`` allocates nodes in one vectorised step (``NodeMatrix.allocate_running``, which
-# costs O(nodes) plus a little per replica) when the replicas are at least this fraction of the
-# nodes, and replica by replica (each a few numpy scalar operations) below it.
+# costs O(nodes) plus a little per replica) when the replicas number at least 1/64 of the nodes,
+# and replica by replica (each a few numpy scalar operations) below that.
 BULK_ALLOCATE_FRACTION = 64
 
 
@@ -147,8 +147,13 @@ class ClusterState:
         ids = [rw.workload.id for rw in rws]
         workloads = self.workloads
         if len(set(ids)) != len(ids) or any(wid in workloads for wid in ids):
-            held = next(w for i, w in enumerate(ids) if w in workloads or w in ids[:i])
-            raise InvalidArgument.one("workload.id", f"workload {held!r} is already admitted")
+            seen: set[str] = set()
+            for wid in ids:
+                if wid in workloads or wid in seen:
+                    raise InvalidArgument.one(
+                        "workload.id", f"workload {wid!r} is already admitted"
+                    )
+                seen.add(wid)
         self._allocate_all(rws)
         for scope_id, amounts in (_charges(rws) if charges is None else charges).items():
             self.tree.charge(scope_id, amounts)
