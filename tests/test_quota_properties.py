@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from strata_policy.model import Decision, Order, RunningWorkload, Scope, VictimReason, Workload
 from strata_policy.model.resources import Resources
 from strata_policy.quota import QuotaTree, batch_order, check_admit, decide_admit, find_victims
+from strata_policy.quota.check import admissible, requested
 
 RESOURCES = ("cpu", "gpu")
 SETTINGS = settings(max_examples=120, deadline=None)
@@ -187,3 +188,21 @@ def test_batch_order_yields_each_index_once(
         if check_admit(tree, batch[i], capacity).fits:
             tree.charge(batch[i].scope_id, batch[i].total)
     assert sorted(seen) == list(range(len(batch)))
+
+
+@SETTINGS
+@given(tree_scopes=scopes(), data=st.data(), capacity=capacities())
+def test_admissible_is_check_admit_pass_case(
+    tree_scopes: list[Scope], data: st.DataObject, capacity: dict[str, int]
+) -> None:
+    """``admissible`` answers exactly when ``check_admit`` fits, with the same borrowed part."""
+    tree = QuotaTree.build(tree_scopes)
+    for n in range(data.draw(st.integers(0, 4))):
+        w = pending(data, tree, n)
+        tree.charge(w.scope_id, w.total)
+    w = pending(data, tree, 99)
+    check = check_admit(tree, w, capacity)
+    fast = admissible(tree, tree.path(w.scope_id), requested(w), capacity)
+    assert (fast is not None) == check.fits
+    if fast is not None:
+        assert fast == dict(check.borrowed)

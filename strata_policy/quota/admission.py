@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from strata_policy.model import Decision, ReasonCode, RunningWorkload, Workload, WorkloadResult
 from strata_policy.model.resources import Resources
-from strata_policy.quota.check import AdmitCheck, check_admit
+from strata_policy.quota.check import AdmitCheck, admissible, check_admit, requested
 from strata_policy.quota.reclaim import FitsAfter, find_victims
 from strata_policy.quota.tree import QuotaTree
 
@@ -40,6 +40,9 @@ def decide_admit(
     run when placement must also succeed. The caller commits an ADMITTED result by charging
     the tree. Raises ``InvalidArgument`` for an unknown scope.
     """
+    borrowed = admissible(tree, tree.path(workload.scope_id), requested(workload), capacity)
+    if borrowed is not None:
+        return WorkloadResult(workload.id, Decision.ADMITTED, borrowed=borrowed)
     check = check_admit(tree, workload, capacity)
     if not check.within_limits:
         return WorkloadResult(workload.id, Decision.DENIED, reasons=check.limit_reasons)

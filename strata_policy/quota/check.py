@@ -116,13 +116,38 @@ def shortfall(
     return frozenset(out)
 
 
+def admissible(
+    tree: QuotaTree, path: tuple[str, ...], q: Mapping[str, int], capacity: Resources
+) -> dict[str, int] | None:
+    """``check_admit``'s pass case in one pass: what ``q`` borrows when it fits now, else None.
+
+    Fits means within every limit on ``path`` and within the headroom, exactly as
+    ``check_admit(...).fits``; then the answer equals its ``borrowed``. ``None`` sends the caller
+    to ``check_admit`` for the reasons. Most decisions pass, so they skip building reasons.
+    """
+    root = tree.total_usage()
+    for r, amount in q.items():
+        if amount > capacity.get(r, 0) - root.get(r, 0):
+            return None
+    scopes = tree.scopes
+    for sid in path:
+        limit = scopes[sid].limit
+        if limit:
+            usage = tree.usage(sid)
+            for r, amount in q.items():
+                if r in limit and usage.get(r, 0) + amount > limit[r]:
+                    return None
+    return borrowed_part(tree, path, q)
+
+
 def borrowed_part(tree: QuotaTree, path: tuple[str, ...], q: Mapping[str, int]) -> dict[str, int]:
     """The part of ``q`` not covered by the idle guarantee of every scope on ``path``."""
     out: dict[str, int] = {}
+    scopes = tree.scopes
     for r in sorted(q):
         covered = q[r]
         for sid in path:
-            idle = tree.scopes[sid].guarantee.get(r, 0) - tree.usage(sid).get(r, 0)
+            idle = scopes[sid].guarantee.get(r, 0) - tree.usage(sid).get(r, 0)
             covered = min(covered, max(idle, 0))
             if covered == 0:
                 break
@@ -138,7 +163,8 @@ def workload_path(tree: QuotaTree, workload: Workload) -> tuple[str, ...]:
 
 def requested(workload: Workload) -> dict[str, int]:
     """``q``: the workload's total (request × replicas) without zero entries."""
-    return {r: a for r, a in workload.total.items() if a > 0}
+    replicas = workload.replicas
+    return {r: a * replicas for r, a in workload.request.items() if a > 0}
 
 
 def _limit_reason(scope_id: str, r: str, usage: int, limit: int, request: int) -> Reason:

@@ -76,7 +76,8 @@ def shared_request(request: Mapping[str, int]) -> dict[str, int]:
     sharing them saves most of the memory their dicts would take. The dicts are never mutated
     (the model's values are immutable by contract). Bounded: the table is emptied when full.
     """
-    items = tuple(sorted(request.items()))
+    # A protobuf map's items() is the pure-Python ItemsView; dict() copies it in C.
+    items = tuple(sorted((request if isinstance(request, dict) else dict(request)).items()))
     found = _REQUESTS.get(items)
     if found is None:
         if len(_REQUESTS) >= _MAX_SHARED_REQUESTS:
@@ -276,7 +277,9 @@ def fill_result(out: pb.WorkloadResult, r: model.WorkloadResult) -> None:
     out.workload_id = r.workload_id
     out.decision = DECISIONS[r.decision]
     if r.borrowed:
-        out.borrowed.update(r.borrowed)
+        borrowed = out.borrowed  # a protobuf map's update() is the pure-Python MutableMapping one
+        for name, amount in r.borrowed.items():
+            borrowed[name] = amount
     if r.score:
         out.score = r.score
     if r.explanation:

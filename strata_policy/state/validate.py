@@ -36,15 +36,19 @@ def _id(value: str, path: str, out: list[FieldViolation]) -> None:
 
 
 def amounts(values: Mapping[str, int], path: str, out: list[FieldViolation]) -> None:
-    """Every amount is a non-negative integer below the overflow guard; names are not empty."""
+    """Every amount is a non-negative integer below the overflow guard; names are not empty.
+
+    Field paths are formatted only for a violation: this runs on every Admit.
+    """
     for name, amount in values.items():
-        where = f'{path}["{name}"]'
         if not name:
-            out.append(FieldViolation(where, "resource name must not be empty"))
+            out.append(FieldViolation(f'{path}["{name}"]', "resource name must not be empty"))
         if amount < 0:
-            out.append(FieldViolation(where, f"must not be negative, got {amount}"))
+            out.append(FieldViolation(f'{path}["{name}"]', f"must not be negative, got {amount}"))
         elif amount > MAX_AMOUNT:
-            out.append(FieldViolation(where, f"{amount} is above the maximum {MAX_AMOUNT}"))
+            out.append(
+                FieldViolation(f'{path}["{name}"]', f"{amount} is above the maximum {MAX_AMOUNT}")
+            )
 
 
 def node(n: Node, path: str, out: list[FieldViolation]) -> None:
@@ -89,14 +93,19 @@ def scope(s: Scope, path: str, out: list[FieldViolation]) -> None:
 def workload(
     w: Workload, path: str, scopes: Mapping[str, object], out: list[FieldViolation]
 ) -> None:
-    """A workload: id, known scope, valid amounts and GPU request, sane replicas."""
-    _id(w.id, f"{path}.id", out)
+    """A workload: id, known scope, valid amounts and GPU request, sane replicas.
+
+    Field paths are formatted only for a violation: this runs on every Admit.
+    """
+    if not w.id or len(w.id) > MAX_ID_LENGTH:
+        _id(w.id, f"{path}.id", out)
     if not w.scope_id:
         out.append(FieldViolation(f"{path}.scope_id", "must not be empty"))
     elif w.scope_id not in scopes:
         out.append(FieldViolation(f"{path}.scope_id", f"unknown scope {w.scope_id!r}"))
-    amounts(w.request, f"{path}.request", out)
-    gpu = w.request.get(GPU, 0)
+    request = w.request
+    amounts(request, f"{path}.request", out)
+    gpu = request.get(GPU, 0)
     if gpu > 0 and not valid_gpu_request(gpu):
         out.append(
             FieldViolation(
@@ -104,13 +113,14 @@ def workload(
                 f"{gpu} is neither a share of one device (< 1000) nor whole devices (k × 1000)",
             )
         )
-    if w.replicas < 1 or w.replicas > MAX_REPLICAS:
+    replicas = w.replicas
+    if replicas < 1 or replicas > MAX_REPLICAS:
         out.append(
-            FieldViolation(f"{path}.replicas", f"must be 1 to {MAX_REPLICAS}, got {w.replicas}")
+            FieldViolation(f"{path}.replicas", f"must be 1 to {MAX_REPLICAS}, got {replicas}")
         )
-    else:
-        for name, amount in w.request.items():
-            if 0 <= amount <= MAX_AMOUNT and amount * w.replicas > MAX_AMOUNT:
+    elif replicas > 1:
+        for name, amount in request.items():
+            if 0 <= amount <= MAX_AMOUNT and amount * replicas > MAX_AMOUNT:
                 out.append(
                     FieldViolation(
                         f'{path}.request["{name}"]',
