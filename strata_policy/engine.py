@@ -224,7 +224,11 @@ class Engine:
         request_id: str = "",
         now_ms: int = 0,
     ) -> BatchResult:
-        """Quota decisions for a batch (DESIGN §2); admitted ones hold quota, not nodes."""
+        """Quota decisions for a batch (DESIGN §2); admitted ones hold quota, not nodes.
+
+        A dry run of one workload ("may this start now?", the control plane's commonest call)
+        writes nothing (``batch.admit``), so it opens no transaction.
+        """
         self.limits.check_batch(len(workloads), _replicas(workloads))
         result = self._mutate(
             cluster_id,
@@ -233,6 +237,7 @@ class Engine:
             expected_generation,
             dry_run,
             lambda state: batch.admit(state, workloads, order, now_ms or self.clock(), dry_run),
+            writes=not (dry_run and len(workloads) == 1),
         )
         if self.observer is not None:
             self.observer.observe_results("Admit", result.results)
@@ -343,11 +348,14 @@ class Engine:
         expected_generation: int,
         dry_run: bool,
         compute: Callable[[ClusterState], Callable[[int], T]],
+        *,
+        writes: bool = True,
     ) -> T:
         """Run ``compute`` in a transaction; roll back for a dry run, commit otherwise.
 
         ``compute`` changes the state and returns a function of the resulting generation that
-        builds the answer (results carry the generation).
+        builds the answer (results carry the generation). ``writes=False`` promises that
+        ``compute`` changes nothing, and then no transaction is opened.
         """
         _cluster_id(cluster_id)
         with self.store.slot(cluster_id) as slot:
@@ -356,6 +364,10 @@ class Engine:
                 return remembered  # type: ignore[return-value]  # the answer this method stored
             state = slot.require(cluster_id)
             _check_generation(cluster_id, expected_generation, state.generation)
+            if not writes:
+                answer = compute(state)(state.generation)
+                self.store.remember(cluster_id, method, request_id, answer)
+                return answer
             with state.transaction() as txn:
                 finish = compute(state)
                 if dry_run or not txn.changed:

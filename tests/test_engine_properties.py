@@ -9,6 +9,7 @@ admit exactly.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -182,3 +183,28 @@ def test_place_matches_expected_gpu_devices_after_release() -> None:
     assert state.matrix.gpu_free[n, d] == 750
     engine.release("c", ["frac"])
     assert np.all(state.matrix.gpu_free[n, :2] == 1000)
+
+
+@settings(max_examples=80)
+@given(calls=calls, w=workloads)
+def test_one_workload_dry_run_admit_answers_as_its_commit(
+    calls: list[tuple[object, ...]], w: Workload
+) -> None:
+    """A one-workload dry-run Admit (no transaction) answers exactly as committing it does."""
+    engine = Engine(clock=lambda: 5)
+    engine.push_snapshot("c", Snapshot(NODES, SCOPES))
+    for call in calls:
+        try:
+            run_call(engine, call, dry_run=False)
+        except StrataError:
+            continue
+    before = fingerprint(engine)
+    try:
+        dry = engine.admit("c", [w], dry_run=True)
+    except StrataError as exc:
+        assert fingerprint(engine) == before
+        with pytest.raises(type(exc)):
+            engine.admit("c", [w])
+        return
+    assert fingerprint(engine) == before
+    assert engine.admit("c", [w]).results == dry.results

@@ -48,7 +48,8 @@ def admit(
     check_new_workloads(state, workloads, "workloads")
     results: list[WorkloadResult] = []
     last = len(workloads) - 1
-    for i in batch_order(state.tree, workloads, order, state.capacity):
+    indexes = (0,) if last == 0 else batch_order(state.tree, workloads, order, state.capacity)
+    for i in indexes:
         w = workloads[i]
         result = decide_admit(state.tree, state.workloads, w, state.capacity)
         if result.decision is Decision.ADMITTED and not (dry_run and len(results) == last):
