@@ -358,15 +358,19 @@ class Engine:
         ``compute`` changes nothing, and then no transaction is opened.
         """
         _cluster_id(cluster_id)
-        with self.store.slot(cluster_id) as slot:
-            remembered = self.store.answer(cluster_id, method, request_id)
-            if remembered is not None:
-                return remembered  # type: ignore[return-value]  # the answer this method stored
+        slot = self.store.slot(cluster_id)
+        with slot.lock:
+            if request_id:
+                remembered = self.store.answer(cluster_id, method, request_id)
+                if remembered is not None:
+                    return remembered  # type: ignore[return-value]  # this method's answer
             state = slot.require(cluster_id)
-            _check_generation(cluster_id, expected_generation, state.generation)
+            if expected_generation:
+                _check_generation(cluster_id, expected_generation, state.generation)
             if not writes:
                 answer = compute(state)(state.generation)
-                self.store.remember(cluster_id, method, request_id, answer)
+                if request_id:
+                    self.store.remember(cluster_id, method, request_id, answer)
                 return answer
             with state.transaction() as txn:
                 finish = compute(state)

@@ -76,8 +76,9 @@ def shared_request(request: Mapping[str, int]) -> dict[str, int]:
     sharing them saves most of the memory their dicts would take. The dicts are never mutated
     (the model's values are immutable by contract). Bounded: the table is emptied when full.
     """
-    # A protobuf map's items() is the pure-Python ItemsView; dict() copies it in C.
-    items = tuple(sorted((request if isinstance(request, dict) else dict(request)).items()))
+    # A protobuf map's items() is the pure-Python ItemsView: read it by key instead.
+    pairs = request.items() if isinstance(request, dict) else [(k, request[k]) for k in request]
+    items = tuple(sorted(pairs))
     found = _REQUESTS.get(items)
     if found is None:
         if len(_REQUESTS) >= _MAX_SHARED_REQUESTS:
