@@ -118,26 +118,30 @@ class LoggingInterceptor(ServerInterceptorBase):
                     raise
                 finally:
                     seconds = time.perf_counter() - start
-                    line = {
-                        "method": short,
-                        "cluster_id": getattr(request, "cluster_id", ""),
-                        "request_id": getattr(request, "request_id", ""),
-                        "generation": getattr(response, "generation", None),
-                        "code": code.name,
-                        "duration_ms": round(seconds * 1000, 3),
-                    }
-                    # Written once the call is over, so the line costs the caller nothing.
-                    if not context.add_callback(lambda: self._emit(line, seconds)):
-                        self._emit(line, seconds)
+                    # The line is built and written once the call is over (gRPC runs callbacks
+                    # after the answer is sent), so it costs the caller nothing.
+                    done = (short, request, response, code, seconds)
+                    if not context.add_callback(lambda: self._emit(*done)):
+                        self._emit(*done)
 
             return call
 
         return wrap_unary(handler, behaviour)
 
-    def _emit(self, line: dict[str, Any], seconds: float) -> None:
-        log.info("rpc", **line)
+    def _emit(
+        self, method: str, request: Any, response: Any, code: grpc.StatusCode, seconds: float
+    ) -> None:
+        log.info(
+            "rpc",
+            method=method,
+            cluster_id=getattr(request, "cluster_id", ""),
+            request_id=getattr(request, "request_id", ""),
+            generation=getattr(response, "generation", None),
+            code=code.name,
+            duration_ms=round(seconds * 1000, 3),
+        )
         if self.observer is not None:
-            self.observer.observe_rpc(line["method"], line["code"], seconds)
+            self.observer.observe_rpc(method, code.name, seconds)
 
 
 class ConcurrencyLimitInterceptor(ServerInterceptorBase):
