@@ -45,7 +45,8 @@ def configure_logging(level: str, fmt: str) -> None:
         wrapper_class=structlog.make_filtering_bound_logger(
             getattr(logging, level.upper(), logging.INFO)
         ),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        # WriteLogger: one write and flush per line, about half PrintLogger's cost per RPC.
+        logger_factory=structlog.WriteLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
 
