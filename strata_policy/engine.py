@@ -416,7 +416,10 @@ def _workload_delta(state: ClusterState) -> Delta:
 
 def _replicas(workloads: Sequence[Workload]) -> int:
     """Replicas a batch asks for (out-of-range counts are the validator's to report)."""
-    return sum(min(max(w.replicas, 0), validate.MAX_REPLICAS) for w in workloads)
+    total = 0
+    for w in workloads:  # a loop, not a generator: this runs on every Admit
+        total += min(max(w.replicas, 0), validate.MAX_REPLICAS)
+    return total
 
 
 def _cluster_id(cluster_id: str) -> None:
