@@ -31,7 +31,7 @@ from strata_policy.usecases import batch, fast_place
 NODES = tuple(node(f"n{i}", cpu=16 + 8 * (i % 3), gpus=4 + 4 * (i % 2)) for i in range(24))
 CAPACITY = {"cpu": 10**6, "gpu": 10**6}
 FAST = fast_place.FAST_PATH_MIN
-WorkloadResultLike = tuple[Decision, dict[str, int]]
+Decided = tuple[Decision, dict[str, int]]  # a decision and its borrowed part
 
 
 def _tree(scopes: tuple[Scope, ...], usage: dict[str, dict[str, int]]) -> QuotaTree:
@@ -41,9 +41,7 @@ def _tree(scopes: tuple[Scope, ...], usage: dict[str, dict[str, int]]) -> QuotaT
     return tree
 
 
-def _one_by_one(
-    tree: QuotaTree, workloads: list[Workload], admitted: list[bool]
-) -> list[WorkloadResultLike]:
+def _one_by_one(tree: QuotaTree, workloads: list[Workload], admitted: list[bool]) -> list[Decided]:
     """``decide_admit`` per workload, charging only those marked admitted (then refunding)."""
     out = []
     charged = []
