@@ -408,10 +408,8 @@ class Engine:
 
 def _workload_delta(state: ClusterState) -> Delta:
     """What the open transaction changed, as a delta of workload upserts and removals."""
-    gone = state.touched - state.created
-    removed = tuple(sorted(w for w in gone if w not in state.workloads))
-    upserts = tuple(state.workloads[w] for w in state.snapshot_order(state.touched))
-    return Delta(upsert_workloads=upserts, remove_workload_ids=removed)
+    upserts, removed = state.changes()
+    return Delta(upsert_workloads=tuple(upserts), remove_workload_ids=tuple(removed))
 
 
 def _replicas(workloads: Sequence[Workload]) -> int:

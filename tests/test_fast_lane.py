@@ -346,3 +346,36 @@ def test_add_many_refuses_a_replica_that_does_not_fit(fraction: int) -> None:
             state.add_many(rws)
     assert engine.snapshot("c") == before
     _consistent(engine)
+
+
+@settings(max_examples=100)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["add", "add_many", "remove", "place"]), st.integers(0, 7)),
+        max_size=20,
+    )
+)
+def test_changes_are_the_touched_workloads_in_admission_order(
+    steps: list[tuple[str, int]],
+) -> None:
+    """changes() lists what a transaction touched and still holds in admission order, and what
+    it removed that was held before, whatever mix of adds, re-adds, removals and placements."""
+    held = tuple(RunningWorkload(Workload(f"w{i}", "org", {"cpu": 1})) for i in range(4))
+    state = ClusterState.build("c", Snapshot(NODES, (scope("org"),), held), 1)
+    with state.transaction():
+        for op, k in steps:
+            ids = [f"w{k}", f"w{k}b"][: 1 + k % 2] if op == "add_many" else [f"w{k}"]
+            new = all(wid not in state.workloads for wid in ids)
+            if op == "add" and new:
+                state.add(RunningWorkload(Workload(ids[0], "org", {"cpu": 1})))
+            elif op == "add_many" and new:
+                state.add_many([RunningWorkload(Workload(wid, "org", {"cpu": 1})) for wid in ids])
+            elif op == "remove" and not new:
+                state.remove(ids[0])
+            elif op == "place" and not new:
+                state.set_placements(ids[0], (Placement("n0"),) if k % 2 else ())
+        upserts, removed = state.changes()
+        in_order = [rw.workload.id for rw in state.snapshot().workloads]
+        assert [rw.workload.id for rw in upserts] == [w for w in in_order if w in state.touched]
+        gone = state.touched - state.created
+        assert removed == sorted(w for w in gone if w not in state.workloads)

@@ -53,6 +53,7 @@ class ClusterState:
         self._undo: list[Undo] | None = None
         self.touched: set[str] = set()  # workload ids changed in the open transaction
         self.created: set[str] = set()  # of those, the ones the transaction added
+        self._added: list[str] = []  # ids the transaction added, in the order it added them
 
     @classmethod
     def build(
@@ -103,9 +104,22 @@ class ClusterState:
         order = sorted(self.workloads, key=self._seq.__getitem__)
         return Snapshot(self.nodes, self.scopes, tuple(self.workloads[w] for w in order))
 
-    def snapshot_order(self, ids: set[str]) -> list[str]:
-        """Those of ``ids`` that are running, in admission order."""
-        return sorted((w for w in ids if w in self.workloads), key=self._seq.__getitem__)
+    def changes(self) -> tuple[list[RunningWorkload], list[str]]:
+        """What the open transaction changed: the workloads it added or changed that are held
+        now, in admission order, and the ids it removed that were held before it, sorted.
+
+        Workloads held before the transaction keep their admission number and come first
+        (sorted by it); every one the transaction added has a later number than those, handed
+        out in the order of ``_added``, so that list, kept at each id's last addition and
+        filtered to what is still held, is already in admission order: no sort over the added.
+        """
+        workloads = self.workloads
+        before = self.touched - self.created
+        kept = sorted((w for w in before if w in workloads), key=self._seq.__getitem__)
+        removed = sorted(w for w in before if w not in workloads)
+        added = [w for w in dict.fromkeys(reversed(self._added)) if w in workloads]
+        added.reverse()
+        return [workloads[w] for w in (*kept, *added)], removed
 
     def workload_counts(self) -> dict[str, int]:
         """How many workloads each scope holds directly."""
@@ -126,6 +140,7 @@ class ClusterState:
         self._insert(rw)
         self.touched.add(wid)
         self.created.add(wid)
+        self._added.append(wid)
         self._record(lambda: self._unadd(rw))
 
     def add_many(
@@ -166,6 +181,7 @@ class ClusterState:
         self._next_seq = n
         self.touched.update(ids)
         self.created.update(ids)
+        self._added.extend(ids)
         self._record(lambda: self._unadd_many(rws))
 
     def remove(self, workload_id: str) -> RunningWorkload:
@@ -279,7 +295,7 @@ class Transaction:
         if state._undo is not None:
             raise RuntimeError("transaction already open")
         state._undo = []
-        state.touched, state.created = set(), set()
+        state.touched, state.created, state._added = set(), set(), []
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
@@ -287,7 +303,7 @@ class Transaction:
             self.rollback()
         state = self._state
         state._undo = None
-        state.touched, state.created = set(), set()
+        state.touched, state.created, state._added = set(), set(), []
 
     @property
     def changed(self) -> bool:
