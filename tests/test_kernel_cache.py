@@ -38,3 +38,16 @@ def test_numba_cache_dir_environment_is_the_base(
     """NUMBA_CACHE_DIR (the container's writable folder) is used as the base when set."""
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     assert config.cache_dir().parent == tmp_path
+
+
+def test_wrapper_edit_keeps_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Editing a pure-Python wrapper (no kernel in it) keeps the compiled kernels."""
+    before = config.cache_dir()
+    original = Path.read_bytes
+
+    def edited(self: Path) -> bytes:
+        data = original(self)
+        return data + b"\n# edited" if self.name == "search.py" else data
+
+    monkeypatch.setattr(Path, "read_bytes", edited)
+    assert config.cache_dir().name == before.name

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from strata_policy.model import HOSTNAME_KEY, Node, Policy, Workload
-from strata_policy.policy.placement import PlacementOptions, place_one
+from strata_policy.model import HOSTNAME_KEY, Node, Placement, Policy, Workload
+from strata_policy.policy.placement import PlacementOptions, PlacementOutcome, _placed, place_one
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 
@@ -145,3 +145,13 @@ def test_first_call_scan_equals_tree(policy: Policy, wl: Workload) -> None:
     first = place_one(m, wl, opts)
     assert place_one(m, wl, opts) == first
     assert place_one(m, wl, opts) == first
+
+
+def test_fast_outcome_equals_the_dataclass() -> None:
+    """Outcomes built through the slots equal (and hash like) ones built by __init__."""
+    placements = (Placement("n1", (0,)),)
+    fast, slow = _placed(placements, 1.5), PlacementOutcome(placements, 1.5)
+    assert fast == slow
+    assert hash(fast) == hash(slow)
+    assert fast.placed
+    assert repr(fast) == repr(slow)

@@ -135,7 +135,8 @@ def place_batch_arrays(
     ``blocks`` (resource policies 0-5 only; its state must be ``free``/``gpu_free``, and its
     summaries are mutated with them) makes the kernel find each replica's node with the block
     search; ``mask_blocks``/``mask_supers`` are then ``blocks.layout.mask_levels`` of each row
-    of ``masks``. Workloads with a tree (``tree_of >= 0``) still use it."""
+    of ``masks``. Workloads with a tree (``tree_of >= 0``) still use it. The journal the
+    kernel keeps of applied replicas brings the summaries up to date lazily."""
     n, r = free.shape
     d = gpu_free.shape[1]
     w = req.shape[0]

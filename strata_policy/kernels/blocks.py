@@ -3,11 +3,15 @@
 **Layout.** Nodes of one class (same schedulability, GPU model and capacity row) are consecutive
 in ``perm``, in index order, cut into blocks of at most ``B`` nodes; consecutive blocks of one
 class form superblocks of at most ``S`` blocks. Every block and superblock therefore has one
-capacity row. Each keeps, per resource column, the largest and the smallest free amount of its
-nodes and its best GPU offer (``_gpu_offer``: ``1000 ×`` fully free devices, or the largest free
-device when none is fully free, so that a GPU request ``g`` fits at device level exactly when
-``offer >= g``). These summaries do not depend on the request: one set serves every shape, the
-first call of a shape included, and a committed placement refreshes one block and one superblock.
+capacity row. Each keeps per resource column the largest (``hi``) and the smallest (``lo``) free
+amount of its nodes, its best GPU offer (``_gpu_offer``: ``1000 ×`` fully free devices, or the
+largest free device when none is fully free, so that a GPU request ``g`` fits at device level
+exactly when ``offer >= g``; each node's offer is kept too), and (``sums``) for every
+non-empty subset ``T`` of the columns
+cpu, memory, gpu the largest and smallest ``Σ_{c∈T} free_c / cap_c`` and the smallest
+``Σ_{c∈T} free_c / maxcap_c`` over its nodes. These summaries do not depend on the request: one
+set serves every shape, the first call of a shape included, and a committed placement refreshes
+one block and one superblock.
 
 **Bounds.** For a request, a (super)block's bound is the best score any of its fitting nodes can
 have: ``fit._score`` itself evaluated on the summary row, with the largest free amounts for the
@@ -23,6 +27,16 @@ in ``[lo_c, hi_c]`` (monotone again), the standard deviation is at least ``gap /
 covers rounding; scores are at most 100). A block that cannot hold the request (a column's
 largest free amount below the request, the GPU offer too small, no node passing the static mask)
 is skipped. With non-finite weights no bound is trusted and every fitting block is scored.
+
+Those bounds combine each column's extreme from possibly different nodes, which is loose once
+the nodes of a block differ (after a while of spreading, say). With *plain* weights (equal and
+positive on a subset ``T`` of cpu, memory, gpu, zero elsewhere: the default for such requests)
+LEAST_ALLOCATED, MOST_ALLOCATED and BEST_FIT are linear in ``Σ_{c∈T} free_c / cap_c`` (or
+``/ maxcap_c``) with one capacity row per block, so the stored sums bound them tightly:
+``100·w/Σw · (max Σ − Σ_{c∈T} req_c / cap_c)`` for LEAST_ALLOCATED and alike. These are computed
+in floating point with a different order than the scores, so they get a slack of ``1e-9``
+(scores are within ``[0, 100]``, rounding errors ``~1e-13``); the bound used is the smaller of
+the two, which keeps the exact one for blocks of identical nodes.
 
 **Search.** Bound every superblock; open the best one (lowest first node on ties), then every
 other whose bound is above the best score found so far, or equal to it with a lower first node.
@@ -44,17 +58,22 @@ from strata_policy.kernels.config import inline_kernel, kernel
 from strata_policy.kernels.fit import (
     BALANCED_ALLOCATION,
     BEST_FIT,
+    DOT_PRODUCT,
     FIRST_FIT,
     GPU,
+    LEAST_ALLOCATED,
     MILLI,
     MOST_ALLOCATED,
     _best_fit_devices,
-    _gpu_fits,
     _resources_fit,
     _score,
 )
 
 _SLACK = 1e-9
+_SUBSETS = 8  # subsets of the columns cpu, memory, gpu, as bit masks (0 unused)
+_G_MAX = 0  # sums rows: [_G_MAX, T] largest Σ free/cap, [_G_MIN, T] smallest,
+_G_MIN = 1  # [_H_MIN, T] smallest Σ free/maxcap
+_H_MIN = 2
 
 
 @inline_kernel
@@ -78,85 +97,127 @@ def _gpu_offer(gpu_free: np.ndarray, n: int) -> int:
 def _summarise_block(
     free: np.ndarray,
     gpu_free: np.ndarray,
+    inv_cap: np.ndarray,
+    inv_max_cap: np.ndarray,
     perm: np.ndarray,
     bstart: np.ndarray,
     b: int,
-    bmax: np.ndarray,
-    bmin: np.ndarray,
-    boffer: np.ndarray,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    offer: np.ndarray,
+    sums: np.ndarray,
+    node_offer: np.ndarray,
 ) -> None:
-    """Block ``b``'s summary from its nodes."""
+    """Block ``b``'s summary rows from its nodes (and its nodes' GPU offers)."""
+    r = free.shape[1]
     first = perm[bstart[b]]
-    for c in range(free.shape[1]):
-        bmax[b, c] = free[first, c]
-        bmin[b, c] = free[first, c]
-    boffer[b] = _gpu_offer(gpu_free, first)
-    for j in range(bstart[b] + 1, bstart[b + 1]):
+    for c in range(r):
+        hi[b, c] = free[first, c]
+        lo[b, c] = free[first, c]
+    offer[b] = 0
+    for t in range(1, _SUBSETS):
+        sums[b, _G_MAX, t] = -np.inf
+        sums[b, _G_MIN, t] = np.inf
+        sums[b, _H_MIN, t] = np.inf
+    g = np.empty(_SUBSETS, dtype=np.float64)
+    h = np.empty(_SUBSETS, dtype=np.float64)
+    for j in range(bstart[b], bstart[b + 1]):
         n = perm[j]
-        for c in range(free.shape[1]):
+        for c in range(r):
             v = free[n, c]
-            if v > bmax[b, c]:
-                bmax[b, c] = v
-            elif v < bmin[b, c]:
-                bmin[b, c] = v
-        boffer[b] = max(boffer[b], _gpu_offer(gpu_free, n))
+            hi[b, c] = max(hi[b, c], v)
+            lo[b, c] = min(lo[b, c], v)
+        o = _gpu_offer(gpu_free, n)
+        node_offer[n] = o
+        offer[b] = max(offer[b], o)
+        g[1] = free[n, 0] * inv_cap[n, 0]
+        g[2] = free[n, 1] * inv_cap[n, 1]
+        g[4] = free[n, 2] * inv_cap[n, 2]
+        h[1] = free[n, 0] * inv_max_cap[0]
+        h[2] = free[n, 1] * inv_max_cap[1]
+        h[4] = free[n, 2] * inv_max_cap[2]
+        for x in (g, h):
+            x[3] = x[1] + x[2]
+            x[5] = x[1] + x[4]
+            x[6] = x[2] + x[4]
+            x[7] = x[3] + x[4]
+        for t in range(1, _SUBSETS):
+            sums[b, _G_MAX, t] = max(sums[b, _G_MAX, t], g[t])
+            sums[b, _G_MIN, t] = min(sums[b, _G_MIN, t], g[t])
+            sums[b, _H_MIN, t] = min(sums[b, _H_MIN, t], h[t])
 
 
 @inline_kernel
 def _summarise_super(
     sstart: np.ndarray,
     s: int,
-    bmax: np.ndarray,
-    bmin: np.ndarray,
-    boffer: np.ndarray,
-    smax: np.ndarray,
-    smin: np.ndarray,
-    soffer: np.ndarray,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    offer: np.ndarray,
+    sums: np.ndarray,
+    s_hi: np.ndarray,
+    s_lo: np.ndarray,
+    s_offer: np.ndarray,
+    s_sums: np.ndarray,
 ) -> None:
-    """Superblock ``s``'s summary from its blocks'."""
+    """Superblock ``s``'s summary rows from its blocks'."""
     first = sstart[s]
-    for c in range(bmax.shape[1]):
-        smax[s, c] = bmax[first, c]
-        smin[s, c] = bmin[first, c]
-    soffer[s] = boffer[first]
+    s_hi[s, :] = hi[first, :]
+    s_lo[s, :] = lo[first, :]
+    s_offer[s] = offer[first]
+    s_sums[s, :, :] = sums[first, :, :]
     for b in range(first + 1, sstart[s + 1]):
-        for c in range(bmax.shape[1]):
-            smax[s, c] = max(smax[s, c], bmax[b, c])
-            smin[s, c] = min(smin[s, c], bmin[b, c])
-        soffer[s] = max(soffer[s], boffer[b])
+        for c in range(hi.shape[1]):
+            s_hi[s, c] = max(s_hi[s, c], hi[b, c])
+            s_lo[s, c] = min(s_lo[s, c], lo[b, c])
+        s_offer[s] = max(s_offer[s], offer[b])
+        for t in range(1, _SUBSETS):
+            s_sums[s, _G_MAX, t] = max(s_sums[s, _G_MAX, t], sums[b, _G_MAX, t])
+            s_sums[s, _G_MIN, t] = min(s_sums[s, _G_MIN, t], sums[b, _G_MIN, t])
+            s_sums[s, _H_MIN, t] = min(s_sums[s, _H_MIN, t], sums[b, _H_MIN, t])
 
 
 @kernel
 def _refresh_blocks(
     free: np.ndarray,
     gpu_free: np.ndarray,
+    inv_cap: np.ndarray,
+    inv_max_cap: np.ndarray,
     perm: np.ndarray,
     bstart: np.ndarray,
     block_of: np.ndarray,
     sstart: np.ndarray,
     super_of: np.ndarray,
-    bmax: np.ndarray,
-    bmin: np.ndarray,
-    boffer: np.ndarray,
-    smax: np.ndarray,
-    smin: np.ndarray,
-    soffer: np.ndarray,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    offer: np.ndarray,
+    sums: np.ndarray,
+    s_hi: np.ndarray,
+    s_lo: np.ndarray,
+    s_offer: np.ndarray,
+    s_sums: np.ndarray,
+    node_offer: np.ndarray,
     rows: np.ndarray,
     n_rows: int,
 ) -> None:
-    """Recompute the summaries holding nodes ``rows[:n_rows]`` (all of them when ``n_rows < 0``)."""
+    """Recompute the summaries holding nodes ``rows[:n_rows]`` (all of them when ``n_rows < 0``);
+    raises ``ValueError`` for a row out of range."""
     if n_rows < 0:
         for b in range(bstart.shape[0] - 1):
-            _summarise_block(free, gpu_free, perm, bstart, b, bmax, bmin, boffer)
+            _summarise_block(free, gpu_free, inv_cap, inv_max_cap, perm, bstart, b, hi, lo,
+                             offer, sums, node_offer)  # fmt: skip
         for s in range(sstart.shape[0] - 1):
-            _summarise_super(sstart, s, bmax, bmin, boffer, smax, smin, soffer)
+            _summarise_super(sstart, s, hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums)
         return
     for i in range(n_rows):
+        if not 0 <= rows[i] < free.shape[0]:
+            raise ValueError("rows out of range")
         b = block_of[rows[i]]
         if i > 0 and block_of[rows[i - 1]] == b:
             continue
-        _summarise_block(free, gpu_free, perm, bstart, b, bmax, bmin, boffer)
-        _summarise_super(sstart, super_of[b], bmax, bmin, boffer, smax, smin, soffer)
+        _summarise_block(free, gpu_free, inv_cap, inv_max_cap, perm, bstart, b, hi, lo, offer,
+                         sums, node_offer)  # fmt: skip
+        _summarise_super(sstart, super_of[b], hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums)
 
 
 @inline_kernel
@@ -166,6 +227,7 @@ def _bound(
     hi: np.ndarray,
     lo: np.ndarray,
     offer: np.ndarray,
+    sums: np.ndarray,
     cap: np.ndarray,
     inv: np.ndarray,
     inv_max_cap: np.ndarray,
@@ -173,8 +235,12 @@ def _bound(
     wt: np.ndarray,
     weight_sum: float,
     trusted: bool,
+    plain: int,
+    factor: float,
 ) -> float:
-    """Row ``i``'s bound (module docstring): ``-inf`` when none of its nodes can fit."""
+    """Row ``i``'s bound (module docstring): ``-inf`` when none of its nodes can fit. ``plain``
+    is the subset of cpu/memory/gpu carrying plain weights (0: not plain), ``factor``
+    ``100·w/Σw``. The monotone bounds are ``fit._score`` itself on the summary rows."""
     for c in range(rq.shape[0]):
         if hi[i, c] < rq[c]:
             return -np.inf
@@ -185,17 +251,51 @@ def _bound(
         return np.inf
     if policy == FIRST_FIT:
         return 0.0
+    if policy == BALANCED_ALLOCATION:
+        return _balanced_bound(i, hi, lo, cap, inv, inv_max_cap, rq, wt, weight_sum)
     if policy in (MOST_ALLOCATED, BEST_FIT):
-        return _score(policy, lo, cap, inv, inv_max_cap, i, rq, wt, weight_sum)
-    if policy != BALANCED_ALLOCATION:
-        return _score(policy, hi, cap, inv, inv_max_cap, i, rq, wt, weight_sum)
-    k = 0
+        u = _score(policy, lo, cap, inv, inv_max_cap, i, rq, wt, weight_sum)
+    else:
+        u = _score(policy, hi, cap, inv, inv_max_cap, i, rq, wt, weight_sum)
+    if plain == 0 or policy == DOT_PRODUCT:
+        return u
+    k = 0.0
+    kc = 0.0
+    for c in range(3):
+        if plain & (1 << c):
+            if policy == BEST_FIT:
+                k += rq[c] * inv_max_cap[c]
+            else:
+                k += rq[c] * inv[i, c]
+                kc += cap[i, c] * inv[i, c]
+    a: float = 100.0 - factor * (sums[i, _H_MIN, plain] - k)
+    if policy == LEAST_ALLOCATED:
+        a = factor * (sums[i, _G_MAX, plain] - k)
+    elif policy == MOST_ALLOCATED:
+        a = factor * (kc - sums[i, _G_MIN, plain] + k)
+    return min(u, a + _SLACK)
+
+
+@inline_kernel
+def _balanced_bound(
+    i: int,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    cap: np.ndarray,
+    inv: np.ndarray,
+    inv_max_cap: np.ndarray,
+    rq: np.ndarray,
+    wt: np.ndarray,
+    weight_sum: float,
+) -> float:
+    """BALANCED_ALLOCATION's bound for row ``i`` (module docstring)."""
+    k_cols = 0
     same = True
     top_lo = -np.inf
     bottom_hi = np.inf
     for c in range(rq.shape[0]):
         if wt[c] > 0.0:
-            k += 1
+            k_cols += 1
             if hi[i, c] != lo[i, c]:
                 same = False
             x_lo = min(1.0, (cap[i, c] - hi[i, c] + rq[c]) * inv[i, c])
@@ -203,11 +303,11 @@ def _bound(
             top_lo = max(top_lo, x_lo)
             bottom_hi = min(bottom_hi, x_hi)
     if same:
-        return _score(policy, hi, cap, inv, inv_max_cap, i, rq, wt, weight_sum)
+        return _score(BALANCED_ALLOCATION, hi, cap, inv, inv_max_cap, i, rq, wt, weight_sum)
     gap = top_lo - bottom_hi
-    if k == 0 or not gap > 0.0:
+    if k_cols == 0 or not gap > 0.0:
         return 100.0
-    return (1.0 - gap / math.sqrt(2.0 * k)) * 100.0 + _SLACK
+    return (1.0 - gap / math.sqrt(2.0 * k_cols)) * 100.0 + _SLACK
 
 
 @inline_kernel
@@ -215,11 +315,11 @@ def _open_block(
     policy: int,
     b: int,
     free: np.ndarray,
-    gpu_free: np.ndarray,
     capacity: np.ndarray,
     inv_cap: np.ndarray,
     inv_max_cap: np.ndarray,
     mask: np.ndarray,
+    node_offer: np.ndarray,
     perm: np.ndarray,
     bstart: np.ndarray,
     rq: np.ndarray,
@@ -233,12 +333,13 @@ def _open_block(
 ) -> tuple[int, float]:
     """Score block ``b``'s nodes: the better of them and (``best``, ``best_score``).
 
+    The GPU fits at device level iff the node's offer covers the request (``_gpu_offer``).
     ``spread_codes`` (empty: no spread) gives per node the code of its spread label value (-1:
     absent); a node whose code is absent or among ``used[:n_used]`` does not fit."""
     g = rq[GPU]
     for j in range(bstart[b], bstart[b + 1]):
         n = perm[j]
-        if not mask[n] or _resources_fit(free, n, rq) >= 0 or not _gpu_fits(gpu_free, n, g):
+        if not mask[n] or node_offer[n] < g or _resources_fit(free, n, rq) >= 0:
             continue
         if spread_codes.shape[0] > 0:
             code = spread_codes[n]
@@ -277,16 +378,19 @@ def _blocks_best(
     perm: np.ndarray,
     bstart: np.ndarray,
     sstart: np.ndarray,
-    bmax: np.ndarray,
-    bmin: np.ndarray,
-    boffer: np.ndarray,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    offer: np.ndarray,
+    sums: np.ndarray,
     bcap: np.ndarray,
     binv: np.ndarray,
-    smax: np.ndarray,
-    smin: np.ndarray,
-    soffer: np.ndarray,
+    s_hi: np.ndarray,
+    s_lo: np.ndarray,
+    s_offer: np.ndarray,
+    s_sums: np.ndarray,
     scap: np.ndarray,
     sinv: np.ndarray,
+    node_offer: np.ndarray,
     rq: np.ndarray,
     wt: np.ndarray,
     spread_codes: np.ndarray,
@@ -304,6 +408,20 @@ def _blocks_best(
     if weight_sum <= 0.0:
         weight_sum = 1.0
     trusted = trusted and math.isfinite(weight_sum)
+    plain = 0  # the subset of cpu/memory/gpu with plain weights (module docstring)
+    w_plain = 0.0
+    for c in range(wt.shape[0]):
+        w = wt[c]
+        if w == 0.0:
+            continue
+        if c >= 3 or not w > 0.0 or (plain != 0 and w != w_plain):
+            plain = -1
+            break
+        w_plain = w
+        plain |= 1 << c
+    if plain < 0 or not trusted:
+        plain = 0
+    factor = w_plain * 100.0 / weight_sum
     n_super = sstart.shape[0] - 1
     s_bound = np.empty(n_super, dtype=np.float64)
     b_bound = np.empty(bstart.shape[0] - 1, dtype=np.float64)
@@ -312,8 +430,8 @@ def _blocks_best(
     for s in range(n_super):
         u = -np.inf
         if mask_supers[s]:
-            u = _bound(policy, s, smax, smin, soffer, scap, sinv, inv_max_cap, rq, wt, weight_sum,
-                       trusted)  # fmt: skip
+            u = _bound(policy, s, s_hi, s_lo, s_offer, s_sums, scap, sinv, inv_max_cap, rq, wt,
+                       weight_sum, trusted, plain, factor)  # fmt: skip
         s_bound[s] = u
         if u > top or (
             u == top and top_s >= 0 and perm[bstart[sstart[s]]] < perm[bstart[sstart[top_s]]]
@@ -338,16 +456,16 @@ def _blocks_best(
         for b in range(sstart[s], sstart[s + 1]):
             u = -np.inf
             if mask_blocks[b]:
-                u = _bound(policy, b, bmax, bmin, boffer, bcap, binv, inv_max_cap, rq, wt,
-                           weight_sum, trusted)  # fmt: skip
+                u = _bound(policy, b, hi, lo, offer, sums, bcap, binv, inv_max_cap, rq, wt,
+                           weight_sum, trusted, plain, factor)  # fmt: skip
             b_bound[b] = u
             if u > b_best or (u == b_best and b_top >= 0 and perm[bstart[b]] < perm[bstart[b_top]]):
                 b_best = u
                 b_top = b
         if b_top < 0:
             continue
-        best, best_score = _open_block(policy, b_top, free, gpu_free, capacity, inv_cap,
-                                       inv_max_cap, mask, perm, bstart, rq, wt, weight_sum,
+        best, best_score = _open_block(policy, b_top, free, capacity, inv_cap, inv_max_cap, mask,
+                                       node_offer, perm, bstart, rq, wt, weight_sum,
                                        spread_codes, used, n_used, best,
                                        best_score)  # fmt: skip
         for b in range(sstart[s], sstart[s + 1]):
@@ -355,8 +473,8 @@ def _blocks_best(
             if b == b_top or not u > -np.inf:
                 continue
             if u > best_score or (u == best_score and (best < 0 or perm[bstart[b]] < best)):
-                best, best_score = _open_block(policy, b, free, gpu_free, capacity, inv_cap,
-                                               inv_max_cap, mask, perm, bstart, rq, wt,
+                best, best_score = _open_block(policy, b, free, capacity, inv_cap, inv_max_cap,
+                                               mask, node_offer, perm, bstart, rq, wt,
                                                weight_sum, spread_codes, used, n_used, best,
                                                best_score)  # fmt: skip
     if best < 0:
@@ -378,16 +496,19 @@ def _blocks_place(
     perm: np.ndarray,
     bstart: np.ndarray,
     sstart: np.ndarray,
-    bmax: np.ndarray,
-    bmin: np.ndarray,
-    boffer: np.ndarray,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    offer: np.ndarray,
+    sums: np.ndarray,
     bcap: np.ndarray,
     binv: np.ndarray,
-    smax: np.ndarray,
-    smin: np.ndarray,
-    soffer: np.ndarray,
+    s_hi: np.ndarray,
+    s_lo: np.ndarray,
+    s_offer: np.ndarray,
+    s_sums: np.ndarray,
     scap: np.ndarray,
     sinv: np.ndarray,
+    node_offer: np.ndarray,
     rq: np.ndarray,
     wt: np.ndarray,
     out_dev: np.ndarray,
@@ -396,9 +517,9 @@ def _blocks_place(
     ``out_dev`` (-1 padded), as the batch kernel chooses them."""
     none = np.empty(0, dtype=np.int64)
     best, score = _blocks_best(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask,
-                               mask_blocks, mask_supers, perm, bstart, sstart, bmax, bmin, boffer,
-                               bcap, binv, smax, smin, soffer, scap, sinv, rq, wt, none, none,
-                               0)  # fmt: skip
+                               mask_blocks, mask_supers, perm, bstart, sstart, hi, lo, offer,
+                               sums, bcap, binv, s_hi, s_lo, s_offer, s_sums, scap, sinv,
+                               node_offer, rq, wt, none, none, 0)  # fmt: skip
     out_dev[:] = -1
     if best >= 0:
         _best_fit_devices(gpu_free, best, rq[GPU], out_dev)

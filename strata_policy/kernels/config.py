@@ -6,10 +6,11 @@ run placements side by side, ``cache`` so that a restarted server loads the mach
 turns every kernel into plain Python (numba honours it itself), which is how coverage runs.
 Kernels are declared with ``@kernel``, which is ``njit(**JIT)`` keeping the function's type.
 
-The cache lives in a folder named after a digest of every kernel source file and numba's
-version. numba invalidates a cached kernel only when *its own* file changes, so a kernel that
-inlines a helper from another file would otherwise keep running the helper's old code after an
-upgrade; with the digest in the path, any change to any kernel file starts a fresh cache. The
+The cache lives in a folder named after a digest of every kernel source file (a file of this
+package that declares a kernel; the pure-Python wrappers do not count) and numba's version.
+numba invalidates a cached kernel only when *its own* file changes, so a kernel that inlines a
+helper from another file would otherwise keep running the helper's old code after an upgrade;
+with the digest in the path, any change to any kernel file starts a fresh cache. The
 base folder is ``NUMBA_CACHE_DIR`` when set (the container image sets it), else the kernels'
 own ``__pycache__`` when writable, else ``~/.cache/strata-policy``.
 """
@@ -43,8 +44,10 @@ def cache_dir() -> Path:
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256(numba.__version__.encode())
     for source in sorted(here.glob("*.py")):
-        digest.update(source.name.encode())
-        digest.update(source.read_bytes())
+        text = source.read_bytes()
+        if b"@kernel" in text or b"@inline_kernel" in text:
+            digest.update(source.name.encode())
+            digest.update(text)
     name = f"strata-kernels-{digest.hexdigest()[:16]}"
     candidates = [Path(os.environ["NUMBA_CACHE_DIR"])] if os.environ.get("NUMBA_CACHE_DIR") else []
     candidates += [here / "__pycache__", Path.home() / ".cache" / "strata-policy"]

@@ -1,16 +1,18 @@
 """The placement loop: a batch of gangs, each all-or-nothing, in order, in one kernel call.
 
 For each workload, for each replica: the best feasible node (highest score, ties to the lowest
-index; FIRST_FIT: the first feasible node). The resource policies find it with the block search
-(``kernels.blocks``; its summaries are refreshed after every applied replica), FGD with a score
-tree per shape when the shape repeats (``kernels.tree``), RANDOM and FGD's one-off shapes with
-one pass over the nodes. Feasible = the workload's static mask (schedulable, selector, model), every
-column fits, the GPU fits at device level, and the spread code is present and unused by the
-gang's earlier replicas. The chosen replica is applied to ``free``/``gpu_free`` (and the FGD
-statistics) so that later replicas and later workloads see it; when a later replica of the gang
-finds no node, the earlier ones are rolled back and the per-node reasons are counted against the
-state at that moment. The caller passes copies when anything is to be applied; with a single
-one-replica workload and ``apply_last=False`` nothing is written.
+index; FIRST_FIT: the first feasible node). A shape that repeats in the batch is served by its
+own score tree (``kernels.tree``: O(log N) per placement once built); the resource policies'
+other workloads by the block search (``kernels.blocks``; its summaries catch up with the
+replicas applied since its last use just before it runs, so a batch of repeated shapes never
+pays for them); RANDOM and FGD's one-off shapes by one pass over the nodes. Feasible = the
+workload's static mask (schedulable, selector, model), every column fits, the GPU fits at device
+level, and the spread code is present and unused by the gang's earlier replicas. The chosen
+replica is applied to ``free``/``gpu_free`` (and the FGD statistics) so that later replicas and
+later workloads see it; when a later replica of the gang finds no node, the earlier ones are
+rolled back and the per-node reasons are counted against the state at that moment. The caller
+passes copies when anything is to be applied; with a single one-replica workload and
+``apply_last=False`` nothing is written.
 """
 
 from __future__ import annotations
@@ -144,12 +146,15 @@ def _place_batch(
     binv: np.ndarray,
     scap: np.ndarray,
     sinv: np.ndarray,
-    bmax: np.ndarray,
-    bmin: np.ndarray,
-    boffer: np.ndarray,
-    smax: np.ndarray,
-    smin: np.ndarray,
-    soffer: np.ndarray,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    offer: np.ndarray,
+    sums: np.ndarray,
+    s_hi: np.ndarray,
+    s_lo: np.ndarray,
+    s_offer: np.ndarray,
+    s_sums: np.ndarray,
+    node_offer: np.ndarray,
     out_node: np.ndarray,
     out_dev: np.ndarray,
     out_score: np.ndarray,
@@ -163,7 +168,7 @@ def _place_batch(
     tsync = np.full(tval.shape[0], -1, dtype=np.int64)
     jlen = 0
     no_codes = np.empty(0, dtype=np.int64)
-    one = np.empty(1, dtype=np.int64)
+    bsync = 0  # the journal position the block summaries have caught up with
     for w in range(n_work):
         rq = req[w]
         wt = weights[w]
@@ -207,11 +212,18 @@ def _place_batch(
                         best_score = _score(policy, free, capacity, inv_cap, inv_max_cap, best,
                                             rq, wt, weight_sum)  # fmt: skip
             elif use_blocks:
+                if bsync < jlen:
+                    _refresh_blocks(free, gpu_free, inv_cap, inv_max_cap, perm, bstart, block_of,
+                                    sstart, super_of, hi, lo, offer, sums, s_hi, s_lo, s_offer,
+                                    s_sums, node_offer, journal[bsync:jlen],
+                                    jlen - bsync)  # fmt: skip
+                    bsync = jlen
                 m = mask_id[w]
                 best, best_score = _blocks_best(policy, free, gpu_free, capacity, inv_cap,
                                                 inv_max_cap, mask, mask_blocks[m], mask_supers[m],
-                                                perm, bstart, sstart, bmax, bmin, boffer, bcap,
-                                                binv, smax, smin, soffer, scap, sinv, rq, wt,
+                                                perm, bstart, sstart, hi, lo, offer, sums,
+                                                bcap, binv, s_hi, s_lo, s_offer, s_sums, scap,
+                                                sinv, node_offer, rq, wt,
                                                 spread[s] if s >= 0 else no_codes, used,
                                                 r)  # fmt: skip
             for n in range(n_nodes if k < 0 and not use_blocks else 0):
@@ -261,10 +273,6 @@ def _place_batch(
                 jlen += 1
                 if fgd:
                     _frag_row(gpu_free, best, t_gpu, count_ge, below)
-                if use_blocks:
-                    one[0] = best
-                    _refresh_blocks(free, gpu_free, perm, bstart, block_of, sstart, super_of,
-                                    bmax, bmin, boffer, smax, smin, soffer, one, 1)  # fmt: skip
         out_fit[w] = placed
         if placed == reps:
             out_score[w] = last_score
@@ -278,9 +286,5 @@ def _place_batch(
             jlen += 1
             if fgd:
                 _frag_row(gpu_free, n, t_gpu, count_ge, below)
-            if use_blocks:
-                one[0] = n
-                _refresh_blocks(free, gpu_free, perm, bstart, block_of, sstart, super_of, bmax,
-                                bmin, boffer, smax, smin, soffer, one, 1)  # fmt: skip
             out_node[base + r] = -1
             out_dev[base + r] = -1

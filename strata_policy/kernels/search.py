@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from strata_policy.kernels.blocks import _blocks_place, _refresh_blocks
+from strata_policy.kernels.blocks import _SUBSETS, _blocks_place, _refresh_blocks
 from strata_policy.kernels.fit import DOT_PRODUCT, FIRST_FIT
 
 BLOCK_SIZE = 32
@@ -104,8 +104,9 @@ class BlockLayout:
 
 @dataclass(frozen=True, slots=True)
 class BlockQuery:
-    """One request shape on a layout: policy code (0-5), request row, weight row, static mask
-    and, per block and per superblock, whether any of its nodes passes the mask."""
+    """One request shape on a layout: policy code (0-5), request row, weight row, static mask,
+    per block and per superblock whether any of its nodes passes the mask, and how many GPU
+    devices one replica takes."""
 
     layout: BlockLayout
     policy: int
@@ -114,7 +115,13 @@ class BlockQuery:
     mask: np.ndarray
     mask_blocks: np.ndarray
     mask_supers: np.ndarray
-    gpu: int
+    devices: int
+
+
+_Summaries = tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+    np.ndarray, np.ndarray,
+]  # fmt: skip
 
 
 class BlockIndex:
@@ -125,7 +132,11 @@ class BlockIndex:
     ``refresh`` running beside a ``place``; the owner serialises them.
     """
 
-    __slots__ = ("_state", "bmax", "bmin", "boffer", "layout", "smax", "smin", "soffer")
+    __slots__ = ("_place_head", "_place_tail", "_refresh_args", "_state", "layout", "summaries")
+
+    summaries: _Summaries
+    """Per block ``hi, lo, offer, sums``, per superblock the same, per node its GPU offer
+    (``kernels.blocks``; the batch kernel mutates a copy's)."""
 
     def __init__(
         self,
@@ -158,13 +169,29 @@ class BlockIndex:
             raise ValueError("the first three columns must be cpu, memory, gpu")
         self.layout = layout
         self._state = (free, gpu_free, capacity, inv_cap, inv_max_cap)
-        self.bmax = np.empty((nb, r), dtype=np.int64)
-        self.bmin = np.empty((nb, r), dtype=np.int64)
-        self.boffer = np.empty(nb, dtype=np.int64)
-        self.smax = np.empty((ns, r), dtype=np.int64)
-        self.smin = np.empty((ns, r), dtype=np.int64)
-        self.soffer = np.empty(ns, dtype=np.int64)
+        self.summaries = (
+            np.empty((nb, r), dtype=np.int64),
+            np.empty((nb, r), dtype=np.int64),
+            np.empty(nb, dtype=np.int64),
+            np.zeros((nb, 3, _SUBSETS), dtype=np.float64),  # subset 0 is never written
+            np.empty((ns, r), dtype=np.int64),
+            np.empty((ns, r), dtype=np.int64),
+            np.empty(ns, dtype=np.int64),
+            np.zeros((ns, 3, _SUBSETS), dtype=np.float64),
+            np.empty(n, dtype=np.int64),
+        )
+        self._bind()
         self.refresh(None)
+
+    def _bind(self) -> None:
+        lay = self.layout
+        free, gpu_free, _, inv_cap, inv_max_cap = self._state
+        self._refresh_args = (free, gpu_free, inv_cap, inv_max_cap, lay.perm, lay.bstart,
+                              lay.block_of, lay.sstart, lay.super_of, *self.summaries)  # fmt: skip
+        a = self.summaries
+        self._place_head = self._state
+        self._place_tail = (lay.perm, lay.bstart, lay.sstart, a[0], a[1], a[2], a[3], lay.bcap,
+                            lay.binv, a[4], a[5], a[6], a[7], lay.scap, lay.sinv, a[8])  # fmt: skip
 
     def with_state(self, free: np.ndarray, gpu_free: np.ndarray) -> BlockIndex:
         """The same summaries over a copy of the state (``free``/``gpu_free`` equal to ours)."""
@@ -173,8 +200,10 @@ class BlockIndex:
         other = BlockIndex.__new__(BlockIndex)
         other.layout = self.layout
         other._state = (free, gpu_free, *self._state[2:])
-        for name in ("bmax", "bmin", "boffer", "smax", "smin", "soffer"):
-            setattr(other, name, getattr(self, name).copy())
+        a = self.summaries
+        other.summaries = (a[0].copy(), a[1].copy(), a[2].copy(), a[3].copy(), a[4].copy(),
+                           a[5].copy(), a[6].copy(), a[7].copy(), a[8].copy())  # fmt: skip
+        other._bind()
         return other
 
     @property
@@ -182,27 +211,15 @@ class BlockIndex:
         """``free, gpu_free, capacity, inv_cap, inv_max_cap`` (held by reference)."""
         return self._state
 
-    @property
-    def summaries(
-        self,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``bmax, bmin, boffer, smax, smin, soffer`` (the batch kernel takes copies)."""
-        return (self.bmax, self.bmin, self.boffer, self.smax, self.smin, self.soffer)
-
     def refresh(self, rows: np.ndarray | None) -> None:
-        """Recompute the blocks of nodes ``rows`` (int64 node indices), or every block."""
-        lay = self.layout
-        free, gpu_free = self._state[0], self._state[1]
+        """Recompute the blocks of nodes ``rows`` (int64 node indices, ``ValueError`` when out
+        of range), or every block."""
         if rows is None:
-            rows, n_rows = _NONE, -1
-        else:
-            if rows.dtype != _I64 or rows.ndim != 1:
-                raise ValueError("rows: expected int64 node indices")
-            if rows.size and (rows.min() < 0 or rows.max() >= free.shape[0]):
-                raise ValueError("rows out of range")
-            n_rows = rows.shape[0]
-        _refresh_blocks(free, gpu_free, lay.perm, lay.bstart, lay.block_of, lay.sstart,
-                        lay.super_of, *self.summaries, rows, n_rows)  # fmt: skip
+            _refresh_blocks(*self._refresh_args, _NONE, -1)
+            return
+        if rows.dtype != _I64 or rows.ndim != 1:
+            raise ValueError("rows: expected int64 node indices")
+        _refresh_blocks(*self._refresh_args, rows, rows.shape[0])
 
     def query(
         self,
@@ -224,26 +241,21 @@ class BlockIndex:
         blocks, supers = self.layout.mask_levels(mask) if levels is None else levels
         _check("mask blocks", blocks, _BOOL, (self.layout.bstart.shape[0] - 1,))
         _check("mask superblocks", supers, _BOOL, (self.layout.sstart.shape[0] - 1,))
-        return BlockQuery(self.layout, policy, req, weights, mask, blocks, supers, int(req[2]))
+        g = int(req[2])
+        return BlockQuery(self.layout, policy, req, weights, mask, blocks, supers,
+                          0 if g <= 0 else 1 if g < 1000 else g // 1000)  # fmt: skip
 
     def place(self, q: BlockQuery) -> tuple[int, float, tuple[int, ...]]:
         """The best node for one replica of ``q`` (-1 when none fits), its score and devices."""
-        lay = self.layout
-        if q.layout is not lay:
+        if q.layout is not self.layout:
             raise ValueError("the query was made for another layout")
-        free, gpu_free, capacity, inv_cap, inv_max_cap = self._state
-        dev = np.empty(gpu_free.shape[1], dtype=np.int64)
-        best, score = _blocks_place(q.policy, free, gpu_free, capacity, inv_cap, inv_max_cap,
-                                    q.mask, q.mask_blocks, q.mask_supers, lay.perm, lay.bstart,
-                                    lay.sstart, self.bmax, self.bmin, self.boffer, lay.bcap,
-                                    lay.binv, self.smax, self.smin, self.soffer, lay.scap,
-                                    lay.sinv, q.req, q.weights, dev)  # fmt: skip
+        dev = np.empty(self._state[1].shape[1], dtype=np.int64)
+        best, score = _blocks_place(q.policy, *self._place_head, q.mask, q.mask_blocks,
+                                    q.mask_supers, *self._place_tail, q.req, q.weights,
+                                    dev)  # fmt: skip
         if best < 0:
             return -1, 0.0, ()
-        g = q.gpu
-        if g == 0:
-            return best, score, ()
-        return best, score, tuple(dev[: 1 if g < 1000 else g // 1000].tolist())
+        return best, score, tuple(dev[: q.devices].tolist()) if q.devices else ()
 
 
 _NONE = np.zeros(0, dtype=np.int64)

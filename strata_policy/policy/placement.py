@@ -95,6 +95,26 @@ class PlacementOutcome:
         return bool(self.placements)
 
 
+_new = object.__new__
+_slots = PlacementOutcome.__dict__  # the slot descriptors of the frozen dataclass
+_set_placements = _slots["placements"].__set__
+_set_score = _slots["score"].__set__
+_set_reasons = _slots["reasons"].__set__
+_set_explanation = _slots["explanation"].__set__
+
+
+def _placed(placements: tuple[Placement, ...], score: float) -> PlacementOutcome:
+    """``PlacementOutcome(placements, score)`` through its slots: a frozen dataclass's
+    ``__init__`` sets each field through ``object.__setattr__``, which costs as much as the
+    kernel's work for one placement; a batch builds one per workload."""
+    out: PlacementOutcome = _new(PlacementOutcome)
+    _set_placements(out, placements)
+    _set_score(out, score)
+    _set_reasons(out, ())
+    _set_explanation(out, "")
+    return out
+
+
 def place_one(
     matrix: NodeMatrix, workload: Workload, options: PlacementOptions
 ) -> PlacementOutcome:
@@ -112,7 +132,7 @@ def place_one(
         else:
             found = place_blocks(matrix, workload, POLICY_CODES[policy], options.resource_weights)
         if found is not None:
-            return PlacementOutcome(found[0], found[1])
+            return _placed(found[0], found[1])
     return _place(matrix, [workload], options, private=workload.replicas > 1)[0]
 
 
@@ -165,7 +185,7 @@ def _place(
     req = shapes.req
     weights = inputs.weight_rows(matrix, req, options.resource_weights)
     is_fgd = options.policy is Policy.FRAGMENTATION_AWARE
-    tree_of, n_trees = inputs.tree_assignment(len(matrix), shapes, is_fgd)
+    tree_of, n_trees = inputs.tree_assignment(len(matrix), shapes, is_random)
     free = matrix.free.copy() if private else matrix.free
     gpu_free = matrix.gpu_free.copy() if private else matrix.gpu_free
     blocks = None
@@ -212,6 +232,9 @@ def _outcomes(
     result: kernels.BatchArrays,
     shapes: inputs.BatchShapes,
 ) -> list[PlacementOutcome]:
+    """The kernel's arrays as outcomes. ``Placement`` values are immutable, so one per (node,
+    devices) is kept on the matrix and shared by every outcome that names it (building one
+    costs about as much as a placement's whole kernel time)."""
     nodes = matrix.nodes
     node_list = result.node.tolist()
     fit = result.fit.tolist()
@@ -219,23 +242,23 @@ def _outcomes(
     offsets = result.offsets.tolist()
     n_dev = shapes.devices.tolist()
     mask_id = shapes.mask_id.tolist()
-    dev_rows = result.devices
+    widest = max(n_dev, default=0)
+    dev_list = result.devices[:, :widest].tolist() if widest else []
+    cache = inputs.placement_cache(matrix)
     out: list[PlacementOutcome] = []
     for w, wl in enumerate(workloads):
         reps = wl.replicas
         if fit[w] == reps:
             base = offsets[w]
             k = n_dev[w]
-            if k == 0:
-                placements = tuple(
-                    Placement(nodes[node_list[i]].id) for i in range(base, base + reps)
-                )
-            else:
-                devs = dev_rows[base : base + reps, :k].tolist()
-                placements = tuple(
-                    Placement(nodes[node_list[base + j]].id, tuple(devs[j])) for j in range(reps)
-                )
-            out.append(PlacementOutcome(placements, score[w]))
+            chosen = []
+            for i in range(base, base + reps):
+                key = (node_list[i], tuple(dev_list[i][:k]) if k else ())
+                p = cache.get(key)
+                if p is None:
+                    p = cache[key] = Placement(nodes[key[0]].id, key[1])
+                chosen.append(p)
+            out.append(_placed(tuple(chosen), score[w]))
             continue
         counts = dict(shapes.statics[mask_id[w]].counts)
         row = result.counts[w].tolist()

@@ -85,7 +85,7 @@ def place_blocks(
     best, score, devices = index.place(query)  # type: ignore[arg-type]  # not _ABSENT here
     if best < 0:
         return None
-    return (Placement(matrix.nodes[best].id, devices),), score
+    return (inputs.placement_of(matrix, best, devices),), score
 
 
 _ABSENT: object = object()
@@ -160,7 +160,7 @@ def place_cached(
         entry.seen = matrix.journal_len
     if best < 0:
         return None
-    return (Placement(matrix.nodes[best].id, devices),), score
+    return (inputs.placement_of(matrix, best, devices),), score
 
 
 def _new_entry(
