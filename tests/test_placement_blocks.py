@@ -15,6 +15,7 @@ from naive_placement import naive_from_matrix
 from strata_policy.kernels import BlockIndex, BlockLayout, search
 from strata_policy.model import Node, Policy, Workload
 from strata_policy.policy.placement import PlacementOptions, place_batch, place_one
+from strata_policy.policy.placement_inputs import _build_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 
@@ -222,3 +223,40 @@ def test_layout(
     got_s = [list(range(a, b)) for a, b in zip(lay.sstart[:-1], lay.sstart[1:], strict=True)]
     assert got_s == supers
     assert all(lay.block_of[n] == b for b, members in enumerate(blocks) for n in members)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    clusters(),
+    st.sampled_from([(), (("zone", "z1"),), (("zone", "nowhere"),)]),
+    st.sampled_from(["", "A", "B", "A|B"]),
+    st.booleans(),
+    st.integers(1, 3),
+)
+def test_static_mask_matches_its_definition(
+    ns: list[Node], selector: tuple[tuple[str, str], ...], models: str, wants_gpu: bool, block: int
+) -> None:
+    """The one-pass static mask equals schedulable & selector & model written with NumPy, its
+    first-failure counts and its block levels included."""
+    with block_sizes(block, 2):
+        m = NodeMatrix.from_nodes(ns)
+        got = _build_mask(m, selector, models, wants_gpu)
+        sched = m.schedulable
+        sel = np.ones(len(ns), dtype=np.bool_)
+        for key, value in selector:
+            sel &= np.array([nd.labels.get(key) == value for nd in ns], dtype=np.bool_)
+        names = {x for x in models.split("|") if x}
+        model_ok = np.array(
+            [not names or nd.gpu_model in names or (not wants_gpu and not nd.capacity.get("gpu"))
+             for nd in ns], dtype=np.bool_,
+        )  # fmt: skip
+        want = sched & sel & model_ok
+        assert got.mask.tolist() == want.tolist()
+        assert dict(got.counts) == {
+            "unschedulable": int((~sched).sum()),
+            "node_selector mismatch": int((sched & ~sel).sum()),
+            "gpu_model mismatch": int((sched & sel & ~model_ok).sum()),
+        }
+        blocks, supers = m.block_layout().mask_levels(want)
+        assert got.blocks.tolist() == blocks.tolist()
+        assert got.supers.tolist() == supers.tolist()

@@ -509,12 +509,22 @@ def _blocks_place(
     scap: np.ndarray,
     sinv: np.ndarray,
     node_offer: np.ndarray,
+    block_of: np.ndarray,
+    super_of: np.ndarray,
+    rows: np.ndarray,
+    n_rows: int,
     rq: np.ndarray,
     wt: np.ndarray,
     out_dev: np.ndarray,
 ) -> tuple[int, float]:
-    """One replica, no spread: ``_blocks_best`` and the chosen node's best-fit devices in
-    ``out_dev`` (-1 padded), as the batch kernel chooses them."""
+    """One replica, no spread: first the summaries of nodes ``rows[:n_rows]`` refreshed (all
+    when ``n_rows < 0``, none when 0; one call where two would pay their dispatch twice), then
+    ``_blocks_best`` and the chosen node's best-fit devices in ``out_dev`` (-1 padded), as the
+    batch kernel chooses them."""
+    if n_rows != 0:
+        _refresh_blocks(free, gpu_free, inv_cap, inv_max_cap, perm, bstart, block_of, sstart,
+                        super_of, hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums, node_offer,
+                        rows, n_rows)  # fmt: skip
     none = np.empty(0, dtype=np.int64)
     best, score = _blocks_best(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask,
                                mask_blocks, mask_supers, perm, bstart, sstart, hi, lo, offer,
@@ -524,3 +534,64 @@ def _blocks_place(
     if best >= 0:
         _best_fit_devices(gpu_free, best, rq[GPU], out_dev)
     return best, score
+
+
+@kernel
+def _static_mask(
+    schedulable: np.ndarray,
+    label_codes: np.ndarray,
+    wanted: np.ndarray,
+    model_allowed: np.ndarray,
+    model_code: np.ndarray,
+    gpu_devices: np.ndarray,
+    any_model: bool,
+    wants_gpu: bool,
+    perm: np.ndarray,
+    bstart: np.ndarray,
+    sstart: np.ndarray,
+    mask: np.ndarray,
+    mask_blocks: np.ndarray,
+    mask_supers: np.ndarray,
+    counts: np.ndarray,
+) -> None:
+    """A workload's static mask in one pass: schedulable, ``label_codes[k] == wanted[k]`` for
+    every selector key ``k``, and the GPU model allowed (any model when ``any_model``; a node
+    without GPUs passes when the workload wants none). Counts the first failing test per node
+    (unschedulable, selector, model) and fills the mask's block and superblock levels. A model
+    code outside ``model_allowed`` raises ``ValueError``."""
+    counts[:] = 0
+    for n in range(mask.shape[0]):
+        ok = False
+        if not schedulable[n]:
+            counts[0] += 1
+        else:
+            sel = True
+            for k in range(wanted.shape[0]):
+                if label_codes[k, n] != wanted[k]:
+                    sel = False
+                    break
+            if not sel:
+                counts[1] += 1
+            elif any_model or (not wants_gpu and gpu_devices[n] == 0):
+                ok = True
+            elif not 0 <= model_code[n] < model_allowed.shape[0]:
+                raise ValueError("model code out of range")
+            elif model_allowed[model_code[n]]:
+                ok = True
+            else:
+                counts[2] += 1
+        mask[n] = ok
+    for b in range(bstart.shape[0] - 1):
+        hit = False
+        for j in range(bstart[b], bstart[b + 1]):
+            if mask[perm[j]]:
+                hit = True
+                break
+        mask_blocks[b] = hit
+    for s in range(sstart.shape[0] - 1):
+        hit = False
+        for b in range(sstart[s], sstart[s + 1]):
+            if mask_blocks[b]:
+                hit = True
+                break
+        mask_supers[s] = hit

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from strata_policy.kernels.blocks import _SUBSETS, _blocks_place, _refresh_blocks
+from strata_policy.kernels.blocks import _SUBSETS, _blocks_place, _refresh_blocks, _static_mask
 from strata_policy.kernels.fit import DOT_PRODUCT, FIRST_FIT
+
+_NONE = np.zeros(0, dtype=np.int64)
 
 BLOCK_SIZE = 32
 SUPER_SIZE = 32
@@ -92,6 +94,40 @@ class BlockLayout:
         scap = np.ascontiguousarray(bcap[sstart[:-1]])
         sinv = np.ascontiguousarray(binv[sstart[:-1]])
         return BlockLayout(perm, bstart, block_of, sstart, super_of, bcap, binv, scap, sinv)
+
+    def static_mask(
+        self,
+        *,
+        schedulable: np.ndarray,
+        label_codes: np.ndarray,
+        wanted: np.ndarray,
+        model_allowed: np.ndarray,
+        any_model: bool,
+        model_code: np.ndarray,
+        gpu_devices: np.ndarray,
+        wants_gpu: bool,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int, int]]:
+        """A workload's static mask, its block and superblock levels, and how many nodes fail
+        first on unschedulable, selector, model (``kernels.blocks._static_mask``):
+        ``label_codes[k]`` per node the code of selector key ``k``'s value, ``wanted[k]`` the
+        selector's code; ``model_allowed`` a bool per model code (unread when ``any_model``)."""
+        n = self.perm.shape[0]
+        k = wanted.shape[0]
+        _check("schedulable", schedulable, _BOOL, (n,))
+        _check("label_codes", label_codes, _I64, (k, n))
+        _check("wanted", wanted, _I64, (k,))
+        _check("model_code", model_code, _I64, (n,))
+        _check("gpu_devices", gpu_devices, _I64, (n,))
+        if model_allowed.dtype != _BOOL or model_allowed.ndim != 1:
+            raise ValueError("model_allowed: a bool per model code")
+        mask = np.empty(n, dtype=np.bool_)
+        blocks = np.empty(self.bstart.shape[0] - 1, dtype=np.bool_)
+        supers = np.empty(self.sstart.shape[0] - 1, dtype=np.bool_)
+        counts = np.empty(3, dtype=np.int64)
+        _static_mask(schedulable, label_codes, wanted, model_allowed, model_code, gpu_devices,
+                     any_model, wants_gpu, self.perm, self.bstart, self.sstart, mask, blocks,
+                     supers, counts)  # fmt: skip
+        return mask, blocks, supers, (int(counts[0]), int(counts[1]), int(counts[2]))
 
     def mask_levels(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per block and per superblock, whether any of its nodes passes ``mask``."""
@@ -191,7 +227,8 @@ class BlockIndex:
         a = self.summaries
         self._place_head = self._state
         self._place_tail = (lay.perm, lay.bstart, lay.sstart, a[0], a[1], a[2], a[3], lay.bcap,
-                            lay.binv, a[4], a[5], a[6], a[7], lay.scap, lay.sinv, a[8])  # fmt: skip
+                            lay.binv, a[4], a[5], a[6], a[7], lay.scap, lay.sinv, a[8],
+                            lay.block_of, lay.super_of)  # fmt: skip
 
     def with_state(self, free: np.ndarray, gpu_free: np.ndarray) -> BlockIndex:
         """The same summaries over a copy of the state (``free``/``gpu_free`` equal to ours)."""
@@ -245,17 +282,23 @@ class BlockIndex:
         return BlockQuery(self.layout, policy, req, weights, mask, blocks, supers,
                           0 if g <= 0 else 1 if g < 1000 else g // 1000)  # fmt: skip
 
-    def place(self, q: BlockQuery) -> tuple[int, float, tuple[int, ...]]:
-        """The best node for one replica of ``q`` (-1 when none fits), its score and devices."""
+    def place(
+        self, q: BlockQuery, changed: np.ndarray | None = _NONE
+    ) -> tuple[int, float, tuple[int, ...]]:
+        """The best node for one replica of ``q`` (-1 when none fits), its score and devices;
+        first ``refresh(changed)`` in the same kernel call (an empty array: nothing changed)."""
         if q.layout is not self.layout:
             raise ValueError("the query was made for another layout")
+        if changed is None:
+            rows, n_rows = _NONE, -1
+        elif changed.dtype != _I64 or changed.ndim != 1:
+            raise ValueError("changed: expected int64 node indices")
+        else:
+            rows, n_rows = changed, changed.shape[0]
         dev = np.empty(self._state[1].shape[1], dtype=np.int64)
         best, score = _blocks_place(q.policy, *self._place_head, q.mask, q.mask_blocks,
-                                    q.mask_supers, *self._place_tail, q.req, q.weights,
-                                    dev)  # fmt: skip
+                                    q.mask_supers, *self._place_tail, rows, n_rows, q.req,
+                                    q.weights, dev)  # fmt: skip
         if best < 0:
             return -1, 0.0, ()
         return best, score, tuple(dev[: q.devices].tolist()) if q.devices else ()
-
-
-_NONE = np.zeros(0, dtype=np.int64)

@@ -73,16 +73,15 @@ def place_blocks(
         _weights_key(weights) if weights else (),
     )
     queries: dict[object, kernels.BlockQuery | None] = matrix.shared(_QUERIES, dict)
-    index = matrix.block_index()
     query = queries.get(key, _ABSENT)
     if query is _ABSENT:
-        query = _block_query(matrix, index, workload, policy, weights)
+        query = _block_query(matrix, matrix.block_index(), workload, policy, weights)
         if len(queries) >= _MAX_QUERIES:
             queries.clear()
         queries[key] = query
     if query is None:
         return None
-    best, score, devices = index.place(query)  # type: ignore[arg-type]  # not _ABSENT here
+    best, score, devices = matrix.block_place(query)  # type: ignore[arg-type]  # not _ABSENT
     if best < 0:
         return None
     return (inputs.placement_of(matrix, best, devices),), score

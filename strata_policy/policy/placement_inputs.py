@@ -1,8 +1,9 @@
 """Turning workloads and options into the kernel's arrays, with the caches that make it cheap.
 
 * **Static masks.** Schedulable, selector and model depend only on the (immutable) nodes and the
-  workload's selector/model, so each distinct (selector, models, wants-gpu) gets its mask and its
-  static reason counts computed once with NumPy and shared by every copy of the matrix.
+  workload's selector/model, so each distinct (selector, models, wants-gpu) gets its mask, its
+  block levels and its static reason counts computed once, in one kernel pass, and shared by
+  every copy of the matrix.
 * **FGD statistics.** The per-(node, shape) ``count_ge``/``below`` statistics depend on the
   nodes' device state and the shapes' per-device milli only. They live in ``matrix.derived``
   with a per-node stamp; a call refreshes just the rows whose ``matrix.version`` moved since
@@ -42,28 +43,29 @@ class StaticMask:
 def _build_mask(
     matrix: NodeMatrix, selector: tuple[tuple[str, str], ...], models: str, wants_gpu: bool
 ) -> StaticMask:
-    sched = matrix.schedulable
-    sel = np.ones(len(matrix), dtype=np.bool_)
-    for key, value in selector:
-        codes, values = matrix.label_codes(key)
+    """One pass over the nodes (``kernels.search.BlockLayout.static_mask``)."""
+    n = len(matrix)
+    codes = np.empty((len(selector), n), dtype=np.int64)
+    wanted = np.empty(len(selector), dtype=np.int64)
+    for k, (key, value) in enumerate(selector):
+        node_codes, values = matrix.label_codes(key)
+        codes[k] = node_codes
         code = values.get(value)
-        sel &= codes == (-2 if code is None else code)
-    allowed_names = {m for m in models.split("|") if m}
-    if allowed_names:
-        allowed = np.array([m in allowed_names for m in matrix.models], dtype=np.bool_)
-        model_ok = allowed[matrix.model_code]
-        if not wants_gpu:
-            model_ok |= matrix.gpu_devices == 0
-    else:
-        model_ok = np.ones(len(matrix), dtype=np.bool_)
-    mask = sched & sel & model_ok
+        wanted[k] = -2 if code is None else code  # -2: no node has the value
+    names = {m for m in models.split("|") if m}
+    allowed = np.array([m in names for m in matrix.models], dtype=np.bool_)
+    mask, blocks, supers, (unschedulable, selector_miss, model_miss) = (
+        matrix.block_layout().static_mask(
+            schedulable=matrix.schedulable, label_codes=codes, wanted=wanted,
+            model_allowed=allowed, any_model=not names, model_code=matrix.model_code,
+            gpu_devices=matrix.gpu_devices, wants_gpu=wants_gpu,
+        )
+    )  # fmt: skip
     counts = {
-        UNSCHEDULABLE: int((~sched).sum()),
-        SELECTOR_MISMATCH: int((sched & ~sel).sum()),
-        MODEL_MISMATCH: int((sched & sel & ~model_ok).sum()),
+        UNSCHEDULABLE: unschedulable,
+        SELECTOR_MISMATCH: selector_miss,
+        MODEL_MISMATCH: model_miss,
     }
-    mask = np.ascontiguousarray(mask)
-    blocks, supers = matrix.block_layout().mask_levels(mask)
     return StaticMask(mask, counts, blocks, supers)
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from strata_policy.kernels import search
-from strata_policy.kernels.search import BlockIndex, BlockLayout
+from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery
 from strata_policy.model.objects import Node, RunningWorkload
 from strata_policy.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU, RESERVED, Resources
 
@@ -44,6 +44,7 @@ MEMORY_COL = 1
 GPU_COL = 2
 
 _EPOCHS = itertools.count(1)
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 _MAX_LABEL_KEYS = 64
 
 
@@ -214,18 +215,41 @@ class NodeMatrix:
         if idx is not None and self._blocks_at == (self.epoch, self.journal_len):
             return idx
         with self._lock:
-            idx = self._blocks
-            epoch, seen = self._blocks_at
-            if idx is None:
-                idx = BlockIndex(layout=self.block_layout(), free=self.free, gpu_free=self.gpu_free,
-                                 capacity=self.capacity, inv_cap=self.inv_capacity,
-                                 inv_max_cap=self.inv_max_capacity)  # fmt: skip
-            elif epoch != self.epoch:
-                idx.refresh(None)
-            elif seen < self.journal_len:
-                idx.refresh(self._journal[seen : self.journal_len])
-            self._blocks = idx
-            self._blocks_at = (self.epoch, self.journal_len)
+            return self._sync_blocks(None)
+
+    def block_place(self, query: BlockQuery) -> tuple[int, float, tuple[int, ...]]:
+        """``block_index().place(query)``, bringing the summaries up to date in the same kernel
+        call when the state moved since they last looked."""
+        idx = self._blocks
+        if idx is not None and self._blocks_at == (self.epoch, self.journal_len):
+            return idx.place(query)
+        with self._lock:
+            found: list[tuple[int, float, tuple[int, ...]]] = []
+            self._sync_blocks(lambda idx, changed: found.append(idx.place(query, changed)))
+            return found[0]
+
+    def _sync_blocks(
+        self, then: Callable[[BlockIndex, np.ndarray | None], None] | None
+    ) -> BlockIndex:
+        """Build or refresh the block summaries (under ``_lock``); ``then`` gets the index and
+        the changed nodes (None: all) to refresh within its own kernel call instead."""
+        idx = self._blocks
+        epoch, seen = self._blocks_at
+        changed: np.ndarray | None = _NO_ROWS
+        if idx is None:
+            idx = BlockIndex(layout=self.block_layout(), free=self.free, gpu_free=self.gpu_free,
+                             capacity=self.capacity, inv_cap=self.inv_capacity,
+                             inv_max_cap=self.inv_max_capacity)  # fmt: skip
+        elif epoch != self.epoch:
+            changed = None
+        elif seen < self.journal_len:
+            changed = self._journal[seen : self.journal_len]
+        if then is not None:
+            then(idx, changed)
+        elif changed is None or changed.size:
+            idx.refresh(changed)
+        self._blocks = idx
+        self._blocks_at = (self.epoch, self.journal_len)
         return idx
 
     def block_layout(self) -> BlockLayout:
