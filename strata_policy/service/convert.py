@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
@@ -19,6 +20,9 @@ from strata_policy import model
 from strata_policy.policy.placement import FgdScore, PlacementOptions
 from strata_policy.state.changes import Delta
 from strata_policy.state.taskmix import TaskType
+
+if TYPE_CHECKING:
+    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 ORDERS = {
     pb.ORDER_UNSPECIFIED: model.Order.FIFO,
@@ -37,9 +41,12 @@ FRAGMENTATION_SCORES = {
 # One shared, read-only empty mapping for the many workloads and nodes without labels or
 # selectors: a pushed million-workload snapshot would otherwise hold a million empty dicts.
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
+_Workload = model.Workload
+_intern = sys.intern
 _REQUESTS: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
 _MAX_SHARED_REQUESTS = 4096
 DECISIONS = {d: getattr(pb, f"DECISION_{d.value}") for d in model.Decision}
+_DECISION_CODES = {d.value: code for d, code in DECISIONS.items()}
 VICTIM_REASONS = {r: getattr(pb, f"VICTIM_REASON_{r.value}") for r in model.VictimReason}
 
 
@@ -89,17 +96,17 @@ def shared_request(request: Mapping[str, int]) -> dict[str, int]:
 
 def workload_from_proto(m: pb.Workload) -> model.Workload:
     """A workload; replicas 0 (unset) means 1, preemptible absent means true."""
-    return model.Workload(
-        id=m.id,
-        scope_id=sys.intern(m.scope_id),
-        request=shared_request(m.request),
-        replicas=m.replicas or 1,
-        priority=m.priority,
-        preemptible=m.preemptible if m.HasField("preemptible") else True,
-        node_selector=dict(m.node_selector) if m.node_selector else _NO_LABELS,
-        gpu_model=m.gpu_model,
-        spread_key=m.spread.topology_key if m.HasField("spread") else "",
-        queued_at_ms=m.queued_at_ms,
+    return _Workload(  # positional, in field order: this runs once per workload of every call
+        m.id,
+        _intern(m.scope_id),
+        shared_request(m.request),
+        m.replicas or 1,
+        m.priority,
+        m.preemptible if m.HasField("preemptible") else True,
+        dict(m.node_selector) if m.node_selector else _NO_LABELS,
+        m.gpu_model,
+        m.spread.topology_key if m.HasField("spread") else "",
+        m.queued_at_ms,
     )
 
 
@@ -264,19 +271,28 @@ def victim_to_proto(v: model.Victim) -> pb.Victim:
 
 def result_to_proto(r: model.WorkloadResult) -> pb.WorkloadResult:
     """One workload's decision."""
-    out = pb.WorkloadResult()
-    fill_result(out, r)
+    out = pb.WorkloadResult(workload_id=r.workload_id, decision=_DECISION_CODES[r.decision._value_])
+    _fill_rest(out, r)
     return out
 
 
-def fill_result(out: pb.WorkloadResult, r: model.WorkloadResult) -> None:
-    """Write one workload's decision into ``out`` in place (``response.results.add()``).
+def add_results(
+    results: RepeatedCompositeFieldContainer[pb.WorkloadResult],
+    decisions: Iterable[model.WorkloadResult],
+) -> None:
+    """Append each decision to a response's ``results``, each filled in place.
 
-    Filling the repeated field's own element avoids building a message and copying it in, which
-    is most of the cost of answering a 1,000-workload batch; empty parts are left unset.
+    Filling the repeated field's own elements avoids building messages and copying them in,
+    which is most of the cost of answering a 1,000-workload batch; empty parts are left unset.
     """
-    out.workload_id = r.workload_id
-    out.decision = DECISIONS[r.decision]
+    add = results.add
+    codes = _DECISION_CODES
+    for r in decisions:
+        # the enum's value, not the member, as the key: an Enum's __hash__ is Python code
+        _fill_rest(add(workload_id=r.workload_id, decision=codes[r.decision._value_]), r)
+
+
+def _fill_rest(out: pb.WorkloadResult, r: model.WorkloadResult) -> None:
     if r.borrowed:
         borrowed = out.borrowed  # a protobuf map's update() is the pure-Python MutableMapping one
         for name, amount in r.borrowed.items():
@@ -285,10 +301,13 @@ def fill_result(out: pb.WorkloadResult, r: model.WorkloadResult) -> None:
         out.score = r.score
     if r.explanation:
         out.explanation = r.explanation
-    for p in r.placements:
-        added = out.placements.add(node_id=p.node_id)
-        if p.gpu_devices:
-            added.gpu_devices.extend(p.gpu_devices)
+    if r.placements:
+        add = out.placements.add
+        for p in r.placements:
+            if p.gpu_devices:
+                add(node_id=p.node_id, gpu_devices=p.gpu_devices)
+            else:
+                add(node_id=p.node_id)
     if r.reasons:
         out.reasons.extend(reason_to_proto(x) for x in r.reasons)
     if r.victims:

@@ -118,8 +118,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             now_ms=request.now_ms,
         )
         response = svc.AdmitResponse(generation=batch.generation)
-        for r in batch.results:
-            c.fill_result(response.results.add(), r)
+        c.add_results(response.results, batch.results)
         return response
 
     @_errors_to_status
@@ -139,8 +138,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             now_ms=request.now_ms,
         )
         response = svc.PlaceResponse(generation=batch.generation)
-        for r in batch.results:
-            c.fill_result(response.results.add(), r)
+        c.add_results(response.results, batch.results)
         return response
 
     @_errors_to_status
