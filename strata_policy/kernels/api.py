@@ -357,7 +357,13 @@ def warmup() -> None:
                        inv_max_cap=np.ones(3))  # fmt: skip
     index.refresh(np.array([1], dtype=np.int64))
     index.place(index.query(policy=2, req=req, weights=np.ones(3), mask=ones))
-    levels = layout.mask_levels(ones)
+    mask, *_ = layout.static_mask(
+        schedulable=ones, label_codes=np.zeros((1, 2), dtype=np.int64),
+        wanted=np.zeros(1, dtype=np.int64), model_allowed=ones, any_model=False,
+        model_code=np.zeros(2, dtype=np.int64), gpu_devices=np.ones(2, dtype=np.int64),
+        wants_gpu=True,
+    )  # fmt: skip
+    levels = layout.mask_levels(mask)
     for policy in range(8):
         batch_free, batch_gpu = free.copy(), gpu_free.copy()
         blocks = index.with_state(batch_free, batch_gpu) if policy < 6 else None
