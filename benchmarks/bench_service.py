@@ -121,10 +121,10 @@ def _served() -> Iterator[Any]:
 
 
 def _interleaved_medians_us(
-    baseline: Callable[[], object], measured: Callable[[], object], n: int
+    baseline: Callable[[], object], measured: Callable[[], object], n: int, warmup: int = 200
 ) -> tuple[float, float]:
     """Medians of two calls timed alternately, so load drifts hit both alike."""
-    for _ in range(200):
+    for _ in range(warmup):
         baseline()
         measured()
     base, meas = [], []
@@ -164,7 +164,8 @@ def place_rpc_vs_in_process(count: int = 1000, nodes: int = 1000) -> list[str]:
     local, rpc = _interleaved_medians_us(
         lambda: server.engine.place("p", workloads, options=options, dry_run=True),
         lambda: stub.Place(request),
-        40,
+        150,
+        warmup=20,
     )
     noop = _median_us(lambda: health.Check(health_pb2.HealthCheckRequest()), 300)
     channel.close()
