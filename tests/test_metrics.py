@@ -147,6 +147,22 @@ def test_decisions(result: WorkloadResult, labels: tuple[str, str]) -> None:
     assert got == 2
 
 
+def test_mixed_batch_counts_each_outcome() -> None:
+    """A batch of mixed outcomes adds each outcome's count, on top of earlier batches."""
+    m = Metrics()
+    admitted = WorkloadResult("w", Decision.ADMITTED)
+    denied = WorkloadResult("w", Decision.DENIED, reasons=(Reason("LIMIT_EXCEEDED", "x"),))
+    m.observe_results("Admit", [admitted, denied, admitted, admitted, denied])
+    m.observe_results("Admit", [admitted])
+    assert value(m, "strata_decisions_total", method="Admit", outcome="ADMITTED", reason="") == 4
+    assert (
+        value(
+            m, "strata_decisions_total", method="Admit", outcome="DENIED", reason="LIMIT_EXCEEDED"
+        )
+        == 2
+    )
+
+
 def test_reclaims_and_victims() -> None:
     """Reclaims count by satisfiable; victims by reason."""
     m = Metrics()

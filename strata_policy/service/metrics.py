@@ -26,6 +26,7 @@ scrape never shows a half-applied change (each cluster is read under its lock).
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from wsgiref.simple_server import WSGIServer
@@ -144,10 +145,16 @@ class Metrics:
         self.latency.labels(method).observe(seconds)
 
     def observe_results(self, method: str, results: Sequence[WorkloadResult]) -> None:
-        """Count the outcome of every workload of an Admit or Place batch."""
-        for r in results:
-            reason = r.reasons[0].code if r.reasons else ""
-            self.decisions.labels(method, r.decision.value, reason).inc()
+        """Count the outcome of every workload of an Admit or Place batch.
+
+        Counted locally first, then one ``inc`` per label set: a labelled child costs a lookup
+        and a lock per call, and a 10,000-workload batch has a handful of distinct outcomes.
+        """
+        counts = collections.Counter(
+            (r.decision.value, r.reasons[0].code if r.reasons else "") for r in results
+        )
+        for (decision, reason), n in counts.items():
+            self.decisions.labels(method, decision, reason).inc(n)
 
     def observe_reclaim(self, result: ReclaimResult) -> None:
         """Count a Reclaim answer and the victims it named."""
