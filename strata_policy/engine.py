@@ -380,8 +380,7 @@ class Engine:
                 else:
                     delta = _workload_delta(state)
                     state.generation += 1
-                    for rw in delta.upsert_workloads:
-                        state.task_mix.observe(rw.workload)
+                    state.task_mix.observe_many(rw.workload for rw in delta.upsert_workloads)
                     self._journal(
                         Change(cluster_id, state.generation, ChangeKind.DELTA, delta=delta), state
                     )

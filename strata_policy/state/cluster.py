@@ -86,10 +86,10 @@ class ClusterState:
             for r, amount in w.request.items():
                 charge[r] = charge.get(r, 0) + amount * w.replicas
             state._insert(rw)
-            if task_mix is None:
-                mix.observe(w)
         for scope_id, amounts in charges.items():  # once per scope, not per workload
             tree.charge(scope_id, amounts)
+        if task_mix is None:
+            mix.observe_many(rw.workload for rw in snapshot.workloads)
         return state
 
     # --- reading -------------------------------------------------------------------------

@@ -9,6 +9,7 @@ as 8 single pods. ``observe`` is a dict increment; ``typical`` is cached until t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from strata_policy.model.objects import Workload
@@ -65,6 +66,23 @@ class TaskMix:
         self._counts[key] = self._counts.get(key, 0) + workload.replicas
         self._total += workload.replicas
         self._cache.clear()
+
+    def observe_many(self, workloads: Iterable[Workload]) -> None:
+        """``observe`` each workload; the shape is worked out once per distinct request dict
+        and model (requests are shared dicts, so a big batch has a handful)."""
+        counts = self._counts
+        shapes: dict[tuple[int, str], Shape] = {}
+        added = 0
+        for w in workloads:
+            seen = (id(w.request), w.gpu_model)  # the dicts are alive for the whole call
+            key = shapes.get(seen)
+            if key is None:
+                key = shapes[seen] = shape_of(w)
+            counts[key] = counts.get(key, 0) + w.replicas
+            added += w.replicas
+        if added:
+            self._total += added
+            self._cache.clear()
 
     def forget(self, workload: Workload) -> None:
         """Undo one ``observe`` of ``workload`` (counts never go below zero)."""
