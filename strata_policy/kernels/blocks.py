@@ -202,22 +202,24 @@ def _refresh_blocks(
 ) -> None:
     """Recompute the summaries holding nodes ``rows[:n_rows]`` (all of them when ``n_rows < 0``);
     raises ``ValueError`` for a row out of range."""
-    if n_rows < 0:
-        for b in range(bstart.shape[0] - 1):
-            _summarise_block(free, gpu_free, inv_cap, inv_max_cap, perm, bstart, b, hi, lo,
-                             offer, sums, node_offer)  # fmt: skip
-        for s in range(sstart.shape[0] - 1):
-            _summarise_super(sstart, s, hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums)
-        return
-    for i in range(n_rows):
-        if not 0 <= rows[i] < free.shape[0]:
-            raise ValueError("rows out of range")
-        b = block_of[rows[i]]
-        if i > 0 and block_of[rows[i - 1]] == b:
-            continue
+    # One call site per helper (each is inlined: fewer copies compile faster).
+    every = n_rows < 0
+    n_blocks = bstart.shape[0] - 1
+    for i in range(n_blocks if every else n_rows):
+        if every:
+            b = i
+        else:
+            if not 0 <= rows[i] < free.shape[0]:
+                raise ValueError("rows out of range")
+            b = block_of[rows[i]]
+            if i > 0 and block_of[rows[i - 1]] == b:
+                continue
         _summarise_block(free, gpu_free, inv_cap, inv_max_cap, perm, bstart, b, hi, lo, offer,
                          sums, node_offer)  # fmt: skip
-        _summarise_super(sstart, super_of[b], hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums)
+        s = super_of[b]
+        if every and b + 1 < n_blocks and super_of[b + 1] == s:
+            continue  # the superblock is summarised once its last block is
+        _summarise_super(sstart, s, hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums)
 
 
 @inline_kernel
@@ -251,13 +253,12 @@ def _bound(
         return np.inf
     if policy == FIRST_FIT:
         return 0.0
-    if policy == BALANCED_ALLOCATION:
-        return _balanced_bound(i, hi, lo, cap, inv, inv_max_cap, rq, wt, weight_sum)
-    if policy in (MOST_ALLOCATED, BEST_FIT):
-        u = _score(policy, lo, cap, inv, inv_max_cap, i, rq, wt, weight_sum)
-    else:
-        u = _score(policy, hi, cap, inv, inv_max_cap, i, rq, wt, weight_sum)
-    if plain == 0 or policy == DOT_PRODUCT:
+    if policy == BALANCED_ALLOCATION and not _alike(i, hi, lo, wt):
+        return _balanced_bound(i, hi, lo, cap, inv, rq, wt)
+    # The score itself on the summary row (BALANCED_ALLOCATION: alike nodes, their own score).
+    u = _score(policy, lo if policy in (MOST_ALLOCATED, BEST_FIT) else hi, cap, inv, inv_max_cap,
+               i, rq, wt, weight_sum)  # fmt: skip
+    if plain == 0 or policy in (DOT_PRODUCT, BALANCED_ALLOCATION):
         return u
     k = 0.0
     kc = 0.0
@@ -277,33 +278,35 @@ def _bound(
 
 
 @inline_kernel
+def _alike(i: int, hi: np.ndarray, lo: np.ndarray, wt: np.ndarray) -> bool:
+    """Row ``i``'s nodes have equal free amounts on every weighted column."""
+    for c in range(wt.shape[0]):  # noqa: SIM110  # numba compiles loops, not genexps
+        if wt[c] > 0.0 and hi[i, c] != lo[i, c]:
+            return False
+    return True
+
+
+@inline_kernel
 def _balanced_bound(
     i: int,
     hi: np.ndarray,
     lo: np.ndarray,
     cap: np.ndarray,
     inv: np.ndarray,
-    inv_max_cap: np.ndarray,
     rq: np.ndarray,
     wt: np.ndarray,
-    weight_sum: float,
 ) -> float:
-    """BALANCED_ALLOCATION's bound for row ``i`` (module docstring)."""
+    """BALANCED_ALLOCATION's bound for a row of unlike nodes (module docstring)."""
     k_cols = 0
-    same = True
     top_lo = -np.inf
     bottom_hi = np.inf
     for c in range(rq.shape[0]):
         if wt[c] > 0.0:
             k_cols += 1
-            if hi[i, c] != lo[i, c]:
-                same = False
             x_lo = min(1.0, (cap[i, c] - hi[i, c] + rq[c]) * inv[i, c])
             x_hi = min(1.0, (cap[i, c] - max(lo[i, c], rq[c]) + rq[c]) * inv[i, c])
             top_lo = max(top_lo, x_lo)
             bottom_hi = min(bottom_hi, x_hi)
-    if same:
-        return _score(BALANCED_ALLOCATION, hi, cap, inv, inv_max_cap, i, rq, wt, weight_sum)
     gap = top_lo - bottom_hi
     if k_cols == 0 or not gap > 0.0:
         return 100.0
@@ -362,6 +365,51 @@ def _open_block(
         if policy == FIRST_FIT:
             break  # the block's later nodes have higher indices
     return best, best_score
+
+
+@kernel
+def _bound_rows(
+    policy: int,
+    first: int,
+    stop: int,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    offer: np.ndarray,
+    sums: np.ndarray,
+    cap: np.ndarray,
+    inv: np.ndarray,
+    inv_max_cap: np.ndarray,
+    row_mask: np.ndarray,
+    perm: np.ndarray,
+    bstart: np.ndarray,
+    sstart: np.ndarray,
+    rq: np.ndarray,
+    wt: np.ndarray,
+    weight_sum: float,
+    trusted: bool,
+    plain: int,
+    factor: float,
+    out: np.ndarray,
+) -> int:
+    """Bounds of rows ``first:stop`` of one level into ``out``; the row with the largest bound
+    (the lowest first node on ties), -1 when none can fit. Rows are superblocks when ``sstart``
+    is given (their first block's first node leads them), else blocks. One function for both
+    levels, so that ``_bound`` is compiled once."""
+    top = -np.inf
+    top_row = -1
+    top_node = -1
+    for i in range(first, stop):
+        u = -np.inf
+        if row_mask[i]:
+            u = _bound(policy, i, hi, lo, offer, sums, cap, inv, inv_max_cap, rq, wt, weight_sum,
+                       trusted, plain, factor)  # fmt: skip
+        out[i] = u
+        node = perm[bstart[sstart[i] if sstart.shape[0] > 0 else i]]
+        if u > top or (u == top and top_row >= 0 and node < top_node):
+            top = u
+            top_row = i
+            top_node = node
+    return top_row
 
 
 @kernel
@@ -425,19 +473,11 @@ def _blocks_best(
     n_super = sstart.shape[0] - 1
     s_bound = np.empty(n_super, dtype=np.float64)
     b_bound = np.empty(bstart.shape[0] - 1, dtype=np.float64)
-    top = -np.inf
-    top_s = -1
-    for s in range(n_super):
-        u = -np.inf
-        if mask_supers[s]:
-            u = _bound(policy, s, s_hi, s_lo, s_offer, s_sums, scap, sinv, inv_max_cap, rq, wt,
-                       weight_sum, trusted, plain, factor)  # fmt: skip
-        s_bound[s] = u
-        if u > top or (
-            u == top and top_s >= 0 and perm[bstart[sstart[s]]] < perm[bstart[sstart[top_s]]]
-        ):
-            top = u
-            top_s = s
+    blocks_only = np.empty(0, dtype=np.int64)  # _bound_rows over blocks, not superblocks
+    zero: int = np.int64(0)  # type: ignore[assignment]  # run-time int64 (config)
+    top_s = _bound_rows(policy, zero, n_super, s_hi, s_lo, s_offer, s_sums, scap, sinv,
+                        inv_max_cap, mask_supers, perm, bstart, sstart, rq, wt, weight_sum,
+                        trusted, plain, factor, s_bound)  # fmt: skip
     best = -1
     best_score = -np.inf
     if top_s < 0:
@@ -451,32 +491,27 @@ def _blocks_best(
                 continue
             if not (u > best_score or (u == best_score and perm[bstart[sstart[s]]] < best)):
                 continue
-        b_top = -1
-        b_best = -np.inf
-        for b in range(sstart[s], sstart[s + 1]):
-            u = -np.inf
-            if mask_blocks[b]:
-                u = _bound(policy, b, hi, lo, offer, sums, bcap, binv, inv_max_cap, rq, wt,
-                           weight_sum, trusted, plain, factor)  # fmt: skip
-            b_bound[b] = u
-            if u > b_best or (u == b_best and b_top >= 0 and perm[bstart[b]] < perm[bstart[b_top]]):
-                b_best = u
-                b_top = b
+        first = sstart[s]
+        count = sstart[s + 1] - first
+        b_top = _bound_rows(policy, first, first + count, hi, lo, offer, sums, bcap, binv,
+                            inv_max_cap, mask_blocks, perm, bstart, blocks_only, rq, wt,
+                            weight_sum, trusted, plain, factor, b_bound)  # fmt: skip
         if b_top < 0:
             continue
-        best, best_score = _open_block(policy, b_top, free, capacity, inv_cap, inv_max_cap, mask,
-                                       node_offer, perm, bstart, rq, wt, weight_sum,
-                                       spread_codes, used, n_used, best,
-                                       best_score)  # fmt: skip
-        for b in range(sstart[s], sstart[s + 1]):
-            u = b_bound[b]
-            if b == b_top or not u > -np.inf:
-                continue
-            if u > best_score or (u == best_score and (best < 0 or perm[bstart[b]] < best)):
-                best, best_score = _open_block(policy, b, free, capacity, inv_cap, inv_max_cap,
-                                               mask, node_offer, perm, bstart, rq, wt,
-                                               weight_sum, spread_codes, used, n_used, best,
-                                               best_score)  # fmt: skip
+        for bstep in range(count + 1):
+            # Likewise within: its best block first, then the others that may beat the best.
+            b = b_top if bstep == 0 else first + bstep - 1
+            if bstep > 0:
+                u = b_bound[b]
+                if b == b_top or not u > -np.inf:
+                    continue
+                tie = u == best_score and (best < 0 or perm[bstart[b]] < best)
+                if not (u > best_score or tie):
+                    continue
+            best, best_score = _open_block(policy, b, free, capacity, inv_cap, inv_max_cap, mask,
+                                           node_offer, perm, bstart, rq, wt, weight_sum,
+                                           spread_codes, used, n_used, best,
+                                           best_score)  # fmt: skip
     if best < 0:
         return -1, 0.0
     return best, best_score
@@ -526,10 +561,11 @@ def _blocks_place(
                         super_of, hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums, node_offer,
                         rows, n_rows)  # fmt: skip
     none = np.empty(0, dtype=np.int64)
+    zero: int = np.int64(0)  # type: ignore[assignment]  # run-time int64 (config)
     best, score = _blocks_best(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask,
                                mask_blocks, mask_supers, perm, bstart, sstart, hi, lo, offer,
                                sums, bcap, binv, s_hi, s_lo, s_offer, s_sums, scap, sinv,
-                               node_offer, rq, wt, none, none, 0)  # fmt: skip
+                               node_offer, rq, wt, none, none, zero)  # fmt: skip
     out_dev[:] = -1
     if best >= 0:
         _best_fit_devices(gpu_free, best, rq[GPU], out_dev)

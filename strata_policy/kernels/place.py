@@ -169,6 +169,8 @@ def _place_batch(
     jlen = 0
     no_codes = np.empty(0, dtype=np.int64)
     bsync = 0  # the journal position the block summaries have caught up with
+    take: int = np.int64(1)  # type: ignore[assignment]  # run-time int64 (config)
+    give_back: int = np.int64(-1)  # type: ignore[assignment]  # run-time int64 (config)
     for w in range(n_work):
         rq = req[w]
         wt = weights[w]
@@ -268,7 +270,7 @@ def _place_batch(
             last_score = best_score
             placed += 1
             if apply_last or w < n_work - 1 or r < reps - 1:
-                _apply(free, gpu_free, best, rq, row, 1)
+                _apply(free, gpu_free, best, rq, row, take)
                 journal[jlen] = best
                 jlen += 1
                 if fgd:
@@ -281,7 +283,7 @@ def _place_batch(
                        out_counts[w])  # fmt: skip
         for r in range(placed):
             n = out_node[base + r]
-            _apply(free, gpu_free, n, rq, out_dev[base + r], -1)
+            _apply(free, gpu_free, n, rq, out_dev[base + r], give_back)
             journal[jlen] = n
             jlen += 1
             if fgd:

@@ -265,8 +265,9 @@ def _tree_place(
 ) -> tuple[int, float]:
     """One replica with tree 0: sync it (``rows``/``n_rows`` as ``_tree_sync``), then the best
     node (-1 when none fits), its score and devices (as the batch kernel chooses them)."""
+    zero: int = np.int64(0)  # type: ignore[assignment]  # run-time int64 (config)
     _tree_sync(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask, rq, wt, t_cpu, t_gpu,
-               t_k, t_w, model_ok, count_ge, below, fgd_mode, tval, tidx, 0, rows,
+               t_k, t_w, model_ok, count_ge, below, fgd_mode, tval, tidx, zero, rows,
                n_rows)  # fmt: skip
     out_dev[:] = -1
     if not tval[0, 1] > -np.inf:
