@@ -232,9 +232,7 @@ def _outcomes(
     result: kernels.BatchArrays,
     shapes: inputs.BatchShapes,
 ) -> list[PlacementOutcome]:
-    """The kernel's arrays as outcomes. ``Placement`` values are immutable, so one per (node,
-    devices) is kept on the matrix and shared by every outcome that names it (building one
-    costs about as much as a placement's whole kernel time)."""
+    """The kernel's arrays as outcomes (built through their slots, ``_placed``)."""
     nodes = matrix.nodes
     node_list = result.node.tolist()
     fit = result.fit.tolist()
@@ -244,21 +242,17 @@ def _outcomes(
     mask_id = shapes.mask_id.tolist()
     widest = max(n_dev, default=0)
     dev_list = result.devices[:, :widest].tolist() if widest else []
-    cache = inputs.placement_cache(matrix)
     out: list[PlacementOutcome] = []
     for w, wl in enumerate(workloads):
         reps = wl.replicas
         if fit[w] == reps:
             base = offsets[w]
             k = n_dev[w]
-            chosen = []
-            for i in range(base, base + reps):
-                key = (node_list[i], tuple(dev_list[i][:k]) if k else ())
-                p = cache.get(key)
-                if p is None:
-                    p = cache[key] = Placement(nodes[key[0]].id, key[1])
-                chosen.append(p)
-            out.append(_placed(tuple(chosen), score[w]))
+            chosen = tuple(
+                Placement(nodes[node_list[i]].id, tuple(dev_list[i][:k]) if k else ())
+                for i in range(base, base + reps)
+            )
+            out.append(_placed(chosen, score[w]))
             continue
         counts = dict(shapes.statics[mask_id[w]].counts)
         row = result.counts[w].tolist()
