@@ -259,6 +259,7 @@ class Engine:
         """Admit-and-place inline workloads, and place admitted ones by id (DESIGN §3)."""
         self.limits.check_batch(len(workloads) + len(workload_ids), _replicas(workloads))
         opts = options or PlacementOptions()
+        _check_options(opts)
         result = self._mutate(
             cluster_id,
             "place",
@@ -307,6 +308,7 @@ class Engine:
     ) -> ReclaimResult:
         """Victims for a pending workload; committed: evict, admit (and place) atomically."""
         opts = options or PlacementOptions()
+        _check_options(opts)
         result = self._mutate(
             cluster_id,
             "reclaim",
@@ -409,6 +411,12 @@ def _workload_delta(state: ClusterState) -> Delta:
     """What the open transaction changed, as a delta of workload upserts and removals."""
     upserts, removed = state.changes()
     return Delta(upsert_workloads=tuple(upserts), remove_workload_ids=tuple(removed))
+
+
+def _check_options(options: PlacementOptions) -> None:
+    validate.check(
+        validate.placement_options(options.resource_weights, options.coverage, options.task_types)
+    )
 
 
 def _replicas(workloads: Sequence[Workload]) -> int:

@@ -178,6 +178,54 @@ def test_unplaced_explains_by_node_counts(client: Client, cluster_id: str) -> No
             id="absurd replicas",
         ),
         pytest.param("Place", {"workloadIds": ["ghost"]}, "workload_ids[0]", id="place unknown id"),
+        pytest.param(
+            "Place",
+            {"workloads": [wl("x", "team-a", 1000)], "resourceWeights": {"cpu": "NaN"}},
+            'resource_weights["cpu"]',
+            id="NaN score weight",
+        ),
+        pytest.param(
+            "Place",
+            {"workloads": [wl("x", "team-a", 1000)], "resourceWeights": {"gpu": -1}},
+            'resource_weights["gpu"]',
+            id="negative score weight",
+        ),
+        pytest.param(
+            "Place",
+            {"workloads": [wl("x", "team-a", 1000)], "resourceWeights": {"gpu": "Infinity"}},
+            'resource_weights["gpu"]',
+            id="infinite score weight",
+        ),
+        pytest.param(
+            "Place",
+            {"workloads": [wl("x", "team-a", 1000)], "fragmentation": {"coverage": 1.5}},
+            "fragmentation.coverage",
+            id="coverage above 1",
+        ),
+        pytest.param(
+            "Place",
+            {
+                "workloads": [wl("x", "team-a", 1000)],
+                "fragmentation": {"taskTypes": [{"request": {"gpu": "1500"}, "weight": 1}]},
+            },
+            'fragmentation.task_types[0].request["gpu"]',
+            id="task type with an impossible gpu request",
+        ),
+        pytest.param(
+            "Place",
+            {
+                "workloads": [wl("x", "team-a", 1000)],
+                "fragmentation": {"taskTypes": [{"request": {"gpu": "500"}, "weight": "NaN"}]},
+            },
+            "fragmentation.task_types[0].weight",
+            id="task type with a NaN weight",
+        ),
+        pytest.param(
+            "Reclaim",
+            {"workload": wl("x", "team-a", 1000), "resourceWeights": {"cpu": "-Infinity"}},
+            'resource_weights["cpu"]',
+            id="reclaim with a negative infinite weight",
+        ),
         pytest.param("Release", {"workloadIds": [""]}, "workload_ids[0]", id="release empty id"),
         pytest.param(
             "Reclaim",

@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Node, RunningWorkload, Scope, Snapshot, Workload
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU, valid_gpu_request
 
+if TYPE_CHECKING:
+    from strata_policy.state.taskmix import TaskType
+
 MAX_REPLICAS = 10_000  # one gang; the largest training jobs are a few thousand replicas
 MAX_NODE_RESOURCES = 64  # distinct resource names across a cluster's nodes: the matrix's columns
 MAX_ID_LENGTH = 253  # a Kubernetes object name
 MAX_DEVICES_PER_NODE = 64
+MAX_WEIGHT = 1e9  # score weights and task-type weights
 MAX_SCOPE_DEPTH = 64  # real tenancy trees are a handful of levels; this bounds every path walk
 
 
@@ -127,6 +132,54 @@ def workload(
                         "request × replicas overflows the maximum amount",
                     )
                 )
+
+
+def placement_options(
+    weights: Mapping[str, float], coverage: float, task_types: Sequence[TaskType]
+) -> list[FieldViolation]:
+    """Placement options a request may set: score weights, FGD coverage and task types.
+
+    Weights are finite numbers from 0 to ``MAX_WEIGHT`` (a NaN or an infinity would make every
+    score NaN, and a negative one would reward using up a resource); coverage is a share in
+    (0, 1]; task types have valid requests and a finite non-negative weight.
+    """
+    out: list[FieldViolation] = []
+    for name, weight in weights.items():
+        if not name:
+            out.append(
+                FieldViolation(f'resource_weights["{name}"]', "resource name must not be empty")
+            )
+        if not (math.isfinite(weight) and 0 <= weight <= MAX_WEIGHT):
+            out.append(
+                FieldViolation(
+                    f'resource_weights["{name}"]',
+                    f"must be a finite number from 0 to {MAX_WEIGHT:g}, got {weight}",
+                )
+            )
+    if not (0 < coverage <= 1):  # also refuses NaN
+        out.append(
+            FieldViolation(
+                "fragmentation.coverage", f"must be above 0 and at most 1, got {coverage}"
+            )
+        )
+    for i, t in enumerate(task_types):
+        where = f"fragmentation.task_types[{i}]"
+        amounts({"cpu": t.cpu_milli, "gpu": t.gpu_milli}, f"{where}.request", out)
+        if t.gpu_milli > 0 and not valid_gpu_request(t.gpu_milli):
+            out.append(
+                FieldViolation(
+                    f'{where}.request["gpu"]',
+                    f"{t.gpu_milli} is neither a share of one device (< 1000) nor whole devices",
+                )
+            )
+        if not (math.isfinite(t.weight) and 0 <= t.weight <= MAX_WEIGHT):
+            out.append(
+                FieldViolation(
+                    f"{where}.weight",
+                    f"must be a finite number from 0 to {MAX_WEIGHT:g}, got {t.weight}",
+                )
+            )
+    return out
 
 
 def scope_tree(scopes: Sequence[Scope], path: str, out: list[FieldViolation]) -> None:
