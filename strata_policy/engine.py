@@ -383,11 +383,14 @@ class Engine:
                     delta = _workload_delta(state)
                     state.generation += 1
                     state.task_mix.observe_many(rw.workload for rw in delta.upsert_workloads)
-                    self._journal(
-                        Change(cluster_id, state.generation, ChangeKind.DELTA, delta=delta), state
-                    )
+                    if self.journal is not None:
+                        self._journal(
+                            Change(cluster_id, state.generation, ChangeKind.DELTA, delta=delta),
+                            state,
+                        )
                     answer = finish(state.generation)
-            self.store.remember(cluster_id, method, request_id, answer)
+            if request_id:
+                self.store.remember(cluster_id, method, request_id, answer)
             return answer
 
     def _apply_delta(self, state: ClusterState, delta: Delta) -> ClusterState:
