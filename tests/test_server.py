@@ -10,12 +10,14 @@ import sys
 import time
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
 from strata_policy.service.client import Client
+from strata_policy.service.config import ServerConfig
 from strata_policy.service.server import Server
 
 
@@ -76,3 +78,10 @@ def test_serve_logs_rpcs_and_drains_on_sigterm() -> None:
     assert "duration_ms" in rpc
     events = [x["event"] for x in lines]
     assert events.index("serving") < events.index("draining") < events.index("stopped")
+
+
+def test_a_port_in_use_is_refused(server: Server) -> None:
+    """A second server on a taken port fails to start instead of sharing the port's traffic
+    (gRPC's default SO_REUSEPORT would split the clusters' state between two processes)."""
+    with pytest.raises(OSError, match="cannot listen"):
+        Server(ServerConfig(address=f"127.0.0.1:{server.port}"))

@@ -67,6 +67,10 @@ class Server:
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", config.max_message_bytes),
+                # gRPC sets SO_REUSEPORT by default: a second server on the same port would
+                # start and silently take half the connections, splitting the clusters' state
+                # between two processes. Refuse the port instead.
+                ("grpc.so_reuseport", 0),
             ],
             # gRPC's own limit is only a backstop (it refuses without details), far above ours.
             maximum_concurrent_rpcs=config.max_concurrent_rpcs * 4 + 64,
@@ -79,10 +83,13 @@ class Server:
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc
         )
         credentials = _credentials(config)
-        if credentials is None:
-            self.port = self.grpc.add_insecure_port(config.address)
-        else:
-            self.port = self.grpc.add_secure_port(config.address, credentials)
+        try:
+            if credentials is None:
+                self.port = self.grpc.add_insecure_port(config.address)
+            else:
+                self.port = self.grpc.add_secure_port(config.address, credentials)
+        except RuntimeError as exc:  # grpcio's "Failed to bind to address ..."
+            raise OSError(f"cannot listen on {config.address} (in use?)") from exc
         if self.port == 0:
             raise OSError(f"cannot listen on {config.address}")
 
