@@ -362,36 +362,40 @@ class Engine:
         _cluster_id(cluster_id)
         slot = self.store.slot(cluster_id)
         with slot.lock:
-            if request_id:
-                remembered = self.store.answer(cluster_id, method, request_id)
-                if remembered is not None:
-                    return remembered  # type: ignore[return-value]  # this method's answer
+            remembered = self.store.answer(cluster_id, method, request_id)
+            if remembered is not None:
+                return remembered  # type: ignore[return-value]  # the answer this method stored
             state = slot.require(cluster_id)
-            if expected_generation:
-                _check_generation(cluster_id, expected_generation, state.generation)
+            _check_generation(cluster_id, expected_generation, state.generation)
             if not writes:
                 answer = compute(state)(state.generation)
-                if request_id:
-                    self.store.remember(cluster_id, method, request_id, answer)
-                return answer
-            with state.transaction() as txn:
-                finish = compute(state)
-                if dry_run or not txn.changed:
-                    txn.rollback()
-                    answer = finish(state.generation)
-                else:
-                    delta = _workload_delta(state)
-                    state.generation += 1
-                    state.task_mix.observe_many(rw.workload for rw in delta.upsert_workloads)
-                    if self.journal is not None:
-                        self._journal(
-                            Change(cluster_id, state.generation, ChangeKind.DELTA, delta=delta),
-                            state,
-                        )
-                    answer = finish(state.generation)
-            if request_id:
-                self.store.remember(cluster_id, method, request_id, answer)
+            else:
+                answer = self._transact(cluster_id, state, dry_run, compute)
+            self.store.remember(cluster_id, method, request_id, answer)
             return answer
+
+    def _transact(
+        self,
+        cluster_id: str,
+        state: ClusterState,
+        dry_run: bool,
+        compute: Callable[[ClusterState], Callable[[int], T]],
+    ) -> T:
+        """``compute`` in a transaction: rolled back for a dry run or no change, else committed
+        (new generation, task mix, journal) before the answer is built."""
+        with state.transaction() as txn:
+            finish = compute(state)
+            if dry_run or not txn.changed:
+                txn.rollback()
+                return finish(state.generation)
+            delta = _workload_delta(state)
+            state.generation += 1
+            state.task_mix.observe_many(rw.workload for rw in delta.upsert_workloads)
+            if self.journal is not None:
+                self._journal(
+                    Change(cluster_id, state.generation, ChangeKind.DELTA, delta=delta), state
+                )
+            return finish(state.generation)
 
     def _apply_delta(self, state: ClusterState, delta: Delta) -> ClusterState:
         snap, violations = apply_delta(state.snapshot(), delta)

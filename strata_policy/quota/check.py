@@ -119,24 +119,14 @@ def shortfall(
 def admissible(
     tree: QuotaTree, path: tuple[str, ...], q: Mapping[str, int], capacity: Resources
 ) -> dict[str, int] | None:
-    """``check_admit``'s pass case in one pass: what ``q`` borrows when it fits now, else None.
+    """``check_admit``'s pass case without building reasons: what ``q`` borrows when it fits
+    now (within every limit on ``path`` and the headroom: ``shortfall`` is empty), else None.
 
-    Fits means within every limit on ``path`` and within the headroom, exactly as
-    ``check_admit(...).fits``; then the answer equals its ``borrowed``. ``None`` sends the caller
-    to ``check_admit`` for the reasons. Most decisions pass, so they skip building reasons.
+    Equal to ``check_admit(...).borrowed`` whenever ``check_admit(...).fits``; ``None`` sends
+    the caller to ``check_admit`` for the reasons. Most decisions pass, so they skip them.
     """
-    root = tree.total_usage()
-    for r, amount in q.items():
-        if amount > capacity.get(r, 0) - root.get(r, 0):
-            return None
-    scopes = tree.scopes
-    for sid in path:
-        limit = scopes[sid].limit
-        if limit:
-            usage = tree.usage(sid)
-            for r, amount in q.items():
-                if r in limit and usage.get(r, 0) + amount > limit[r]:
-                    return None
+    if shortfall(tree, path, q, capacity):
+        return None
     return borrowed_part(tree, path, q)
 
 

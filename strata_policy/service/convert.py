@@ -45,8 +45,8 @@ _Workload = model.Workload
 _intern = sys.intern
 _REQUESTS: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
 _MAX_SHARED_REQUESTS = 4096
-DECISIONS = {d: getattr(pb, f"DECISION_{d.value}") for d in model.Decision}
-_DECISION_CODES = {d.value: code for d, code in DECISIONS.items()}
+# Keyed by the enum's value, not the member: an Enum's __hash__ is Python code.
+_DECISION_CODES = {d.value: getattr(pb, f"DECISION_{d.value}") for d in model.Decision}
 VICTIM_REASONS = {r: getattr(pb, f"VICTIM_REASON_{r.value}") for r in model.VictimReason}
 
 
@@ -288,7 +288,6 @@ def add_results(
     add = results.add
     codes = _DECISION_CODES
     for r in decisions:
-        # the enum's value, not the member, as the key: an Enum's __hash__ is Python code
         _fill_rest(add(workload_id=r.workload_id, decision=codes[r.decision._value_]), r)
 
 

@@ -62,10 +62,7 @@ class TaskMix:
 
     def observe(self, workload: Workload) -> None:
         """Count the workload's replicas under its shape."""
-        key = shape_of(workload)
-        self._counts[key] = self._counts.get(key, 0) + workload.replicas
-        self._total += workload.replicas
-        self._cache.clear()
+        self.observe_many((workload,))
 
     def observe_many(self, workloads: Iterable[Workload]) -> None:
         """``observe`` each workload; the shape is worked out once per distinct request dict

@@ -109,15 +109,7 @@ def workload(
     elif w.scope_id not in scopes:
         out.append(FieldViolation(f"{path}.scope_id", f"unknown scope {w.scope_id!r}"))
     request = w.request
-    amounts(request, f"{path}.request", out)
-    gpu = request.get(GPU, 0)
-    if gpu > 0 and not valid_gpu_request(gpu):
-        out.append(
-            FieldViolation(
-                f'{path}.request["gpu"]',
-                f"{gpu} is neither a share of one device (< 1000) nor whole devices (k × 1000)",
-            )
-        )
+    _request(request, f"{path}.request", out)
     replicas = w.replicas
     if replicas < 1 or replicas > MAX_REPLICAS:
         out.append(
@@ -149,13 +141,7 @@ def placement_options(
             out.append(
                 FieldViolation(f'resource_weights["{name}"]', "resource name must not be empty")
             )
-        if not (math.isfinite(weight) and 0 <= weight <= MAX_WEIGHT):
-            out.append(
-                FieldViolation(
-                    f'resource_weights["{name}"]',
-                    f"must be a finite number from 0 to {MAX_WEIGHT:g}, got {weight}",
-                )
-            )
+        _weight(weight, f'resource_weights["{name}"]', out)
     if not (0 < coverage <= 1):  # also refuses NaN
         out.append(
             FieldViolation(
@@ -164,22 +150,29 @@ def placement_options(
         )
     for i, t in enumerate(task_types):
         where = f"fragmentation.task_types[{i}]"
-        amounts({"cpu": t.cpu_milli, "gpu": t.gpu_milli}, f"{where}.request", out)
-        if t.gpu_milli > 0 and not valid_gpu_request(t.gpu_milli):
-            out.append(
-                FieldViolation(
-                    f'{where}.request["gpu"]',
-                    f"{t.gpu_milli} is neither a share of one device (< 1000) nor whole devices",
-                )
-            )
-        if not (math.isfinite(t.weight) and 0 <= t.weight <= MAX_WEIGHT):
-            out.append(
-                FieldViolation(
-                    f"{where}.weight",
-                    f"must be a finite number from 0 to {MAX_WEIGHT:g}, got {t.weight}",
-                )
-            )
+        _request({"cpu": t.cpu_milli, "gpu": t.gpu_milli}, f"{where}.request", out)
+        _weight(t.weight, f"{where}.weight", out)
     return out
+
+
+def _request(request: Mapping[str, int], path: str, out: list[FieldViolation]) -> None:
+    """Valid amounts, and a GPU request that is a share of one device or whole devices."""
+    amounts(request, path, out)
+    gpu = request.get(GPU, 0)
+    if gpu > 0 and not valid_gpu_request(gpu):
+        out.append(
+            FieldViolation(
+                f'{path}["gpu"]',
+                f"{gpu} is neither a share of one device (< 1000) nor whole devices (k × 1000)",
+            )
+        )
+
+
+def _weight(value: float, path: str, out: list[FieldViolation]) -> None:
+    if not (math.isfinite(value) and 0 <= value <= MAX_WEIGHT):
+        out.append(
+            FieldViolation(path, f"must be a finite number from 0 to {MAX_WEIGHT:g}, got {value}")
+        )
 
 
 def scope_tree(scopes: Sequence[Scope], path: str, out: list[FieldViolation]) -> None:
