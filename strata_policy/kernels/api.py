@@ -218,7 +218,10 @@ def place_batch_arrays(
         frag.t_cpu, frag.t_gpu, frag.t_k, frag.t_w, frag.model_ok, frag.count_ge, frag.below,
         fgd_mode, tree_of, tval, tidx, journal, use_blocks, mask_blocks, mask_supers,
         lay.perm, lay.bstart, lay.block_of, lay.sstart, lay.super_of, lay.bcap, lay.binv,
-        lay.scap, lay.sinv, *blocks.summaries, node, devices, score, fit, counts,
+        lay.scap, lay.sinv, *blocks.summaries, np.empty(n_trees, dtype=np.int64),
+        np.empty(int(replicas.max()) if w else 0, dtype=np.int64),
+        np.empty(lay.bstart.shape[0] + lay.sstart.shape[0] - 2, dtype=np.float64), node,
+        devices, score, fit, counts,
     )  # fmt: skip
     return BatchArrays(node, devices, score, fit, counts, offsets)
 

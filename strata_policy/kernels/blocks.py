@@ -94,6 +94,20 @@ def _gpu_offer(gpu_free: np.ndarray, n: int) -> int:
 
 
 @inline_kernel
+def _subset_sum(t: int, x1: float, x2: float, x4: float) -> float:
+    """``Σ x_c`` over the columns in subset ``t`` (bit 0 cpu, 1 memory, 2 gpu), summed in that
+    order (the bounds' slack covers the order; see the module docstring)."""
+    s = 0.0
+    if t & 1:
+        s = x1
+    if t & 2:
+        s = s + x2
+    if t & 4:
+        s = s + x4
+    return s
+
+
+@inline_kernel
 def _summarise_block(
     free: np.ndarray,
     gpu_free: np.ndarray,
@@ -119,8 +133,6 @@ def _summarise_block(
         sums[b, _G_MAX, t] = -np.inf
         sums[b, _G_MIN, t] = np.inf
         sums[b, _H_MIN, t] = np.inf
-    g = np.empty(_SUBSETS, dtype=np.float64)
-    h = np.empty(_SUBSETS, dtype=np.float64)
     for j in range(bstart[b], bstart[b + 1]):
         n = perm[j]
         for c in range(r):
@@ -130,21 +142,18 @@ def _summarise_block(
         o = _gpu_offer(gpu_free, n)
         node_offer[n] = o
         offer[b] = max(offer[b], o)
-        g[1] = free[n, 0] * inv_cap[n, 0]
-        g[2] = free[n, 1] * inv_cap[n, 1]
-        g[4] = free[n, 2] * inv_cap[n, 2]
-        h[1] = free[n, 0] * inv_max_cap[0]
-        h[2] = free[n, 1] * inv_max_cap[1]
-        h[4] = free[n, 2] * inv_max_cap[2]
-        for x in (g, h):
-            x[3] = x[1] + x[2]
-            x[5] = x[1] + x[4]
-            x[6] = x[2] + x[4]
-            x[7] = x[3] + x[4]
+        g1 = free[n, 0] * inv_cap[n, 0]
+        g2 = free[n, 1] * inv_cap[n, 1]
+        g4 = free[n, 2] * inv_cap[n, 2]
+        h1 = free[n, 0] * inv_max_cap[0]
+        h2 = free[n, 1] * inv_max_cap[1]
+        h4 = free[n, 2] * inv_max_cap[2]
         for t in range(1, _SUBSETS):
-            sums[b, _G_MAX, t] = max(sums[b, _G_MAX, t], g[t])
-            sums[b, _G_MIN, t] = min(sums[b, _G_MIN, t], g[t])
-            sums[b, _H_MIN, t] = min(sums[b, _H_MIN, t], h[t])
+            g = _subset_sum(t, g1, g2, g4)
+            h = _subset_sum(t, h1, h2, h4)
+            sums[b, _G_MAX, t] = max(sums[b, _G_MAX, t], g)
+            sums[b, _G_MIN, t] = min(sums[b, _G_MIN, t], g)
+            sums[b, _H_MIN, t] = min(sums[b, _H_MIN, t], h)
 
 
 @inline_kernel
@@ -162,10 +171,13 @@ def _summarise_super(
 ) -> None:
     """Superblock ``s``'s summary rows from its blocks'."""
     first = sstart[s]
-    s_hi[s, :] = hi[first, :]
-    s_lo[s, :] = lo[first, :]
+    for c in range(hi.shape[1]):  # element by element: a slice copy would allocate
+        s_hi[s, c] = hi[first, c]
+        s_lo[s, c] = lo[first, c]
     s_offer[s] = offer[first]
-    s_sums[s, :, :] = sums[first, :, :]
+    for x in range(sums.shape[1]):
+        for t in range(_SUBSETS):
+            s_sums[s, x, t] = sums[first, x, t]
     for b in range(first + 1, sstart[s + 1]):
         for c in range(hi.shape[1]):
             s_hi[s, c] = max(s_hi[s, c], hi[b, c])
@@ -444,9 +456,11 @@ def _blocks_best(
     spread_codes: np.ndarray,
     used: np.ndarray,
     n_used: int,
+    bounds: np.ndarray,
 ) -> tuple[int, float]:
     """The best node for one replica under a resource policy (-1 when none fits) and its
-    score, by the search of the module docstring."""
+    score, by the search of the module docstring. ``bounds`` is scratch: a float64 per
+    superblock and per block."""
     weight_sum = 0.0
     trusted = True
     for c in range(wt.shape[0]):
@@ -471,9 +485,9 @@ def _blocks_best(
         plain = 0
     factor = w_plain * 100.0 / weight_sum
     n_super = sstart.shape[0] - 1
-    s_bound = np.empty(n_super, dtype=np.float64)
-    b_bound = np.empty(bstart.shape[0] - 1, dtype=np.float64)
-    blocks_only = np.empty(0, dtype=np.int64)  # _bound_rows over blocks, not superblocks
+    s_bound = bounds[:n_super]
+    b_bound = bounds[n_super:]
+    blocks_only = bstart[:0]  # _bound_rows over blocks, not superblocks
     zero: int = np.int64(0)  # type: ignore[assignment]  # run-time int64 (config)
     top_s = _bound_rows(policy, zero, n_super, s_hi, s_lo, s_offer, s_sums, scap, sinv,
                         inv_max_cap, mask_supers, perm, bstart, sstart, rq, wt, weight_sum,
@@ -551,21 +565,22 @@ def _blocks_place(
     rq: np.ndarray,
     wt: np.ndarray,
     out_dev: np.ndarray,
+    bounds: np.ndarray,
 ) -> tuple[int, float]:
     """One replica, no spread: first the summaries of nodes ``rows[:n_rows]`` refreshed (all
     when ``n_rows < 0``, none when 0; one call where two would pay their dispatch twice), then
     ``_blocks_best`` and the chosen node's best-fit devices in ``out_dev`` (-1 padded), as the
-    batch kernel chooses them."""
+    batch kernel chooses them. ``bounds`` is ``_blocks_best``'s scratch."""
     if n_rows != 0:
         _refresh_blocks(free, gpu_free, inv_cap, inv_max_cap, perm, bstart, block_of, sstart,
                         super_of, hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums, node_offer,
                         rows, n_rows)  # fmt: skip
-    none = np.empty(0, dtype=np.int64)
+    none = perm[:0]
     zero: int = np.int64(0)  # type: ignore[assignment]  # run-time int64 (config)
     best, score = _blocks_best(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask,
                                mask_blocks, mask_supers, perm, bstart, sstart, hi, lo, offer,
                                sums, bcap, binv, s_hi, s_lo, s_offer, s_sums, scap, sinv,
-                               node_offer, rq, wt, none, none, zero)  # fmt: skip
+                               node_offer, rq, wt, none, none, zero, bounds)  # fmt: skip
     out_dev[:] = -1
     if best >= 0:
         _best_fit_devices(gpu_free, best, rq[GPU], out_dev)

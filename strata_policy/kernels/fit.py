@@ -111,23 +111,29 @@ def _best_fit_devices(gpu_free: np.ndarray, n: int, g: int, out: np.ndarray) -> 
 @kernel
 def _random_devices(gpu_free: np.ndarray, n: int, g: int, h: np.uint64, out: np.ndarray) -> None:
     """Uniformly random fitting devices (seeded by ``h``), ascending: a partial Fisher–Yates
-    shuffle over the fitting devices in index order."""
+    shuffle over the fitting devices in index order (in ``out`` itself, which has a slot per
+    device), then the chosen ones sorted."""
     out[:] = -1
     if g == 0:
         return
     per = g if g < MILLI else MILLI
     need = 1 if g < MILLI else g // MILLI
-    pool = np.empty(gpu_free.shape[1], dtype=np.int64)
     count = 0
     for d in range(gpu_free.shape[1]):
         if gpu_free[n, d] >= per:
-            pool[count] = d
+            out[count] = d
             count += 1
     for i in range(need):
         j = i + int(_device_draw(h, i) % np.uint64(count - i))
-        pool[i], pool[j] = pool[j], pool[i]
-    chosen = np.sort(pool[:need])
-    out[:need] = chosen
+        out[i], out[j] = out[j], out[i]
+    for i in range(1, need):  # insertion sort of the chosen few
+        x = out[i]
+        k = i
+        while k > 0 and out[k - 1] > x:
+            out[k] = out[k - 1]
+            k -= 1
+        out[k] = x
+    out[need:] = -1
 
 
 @inline_kernel

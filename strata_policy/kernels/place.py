@@ -155,19 +155,24 @@ def _place_batch(
     s_offer: np.ndarray,
     s_sums: np.ndarray,
     node_offer: np.ndarray,
+    tsync: np.ndarray,
+    used_rows: np.ndarray,
+    bounds: np.ndarray,
     out_node: np.ndarray,
     out_dev: np.ndarray,
     out_score: np.ndarray,
     out_fit: np.ndarray,
     out_counts: np.ndarray,
 ) -> None:
-    """Place every workload of the batch in order (see the module docstring)."""
+    """Place every workload of the batch in order (see the module docstring). Scratch:
+    ``tsync`` an int64 per tree, ``used_rows`` one per replica of the largest gang,
+    ``bounds`` a float64 per superblock and per block (``_blocks_best``)."""
     n_nodes = free.shape[0]
     n_work = req.shape[0]
     fgd = policy == FRAGMENTATION_AWARE
-    tsync = np.full(tval.shape[0], -1, dtype=np.int64)
+    tsync[:] = -1
     jlen = 0
-    no_codes = np.empty(0, dtype=np.int64)
+    no_codes = offsets[:0]
     bsync = 0  # the journal position the block summaries have caught up with
     take: int = np.int64(1)  # type: ignore[assignment]  # run-time int64 (config)
     give_back: int = np.int64(-1)  # type: ignore[assignment]  # run-time int64 (config)
@@ -184,7 +189,7 @@ def _place_batch(
         g = rq[GPU]
         reps = replicas[w]
         base = offsets[w]
-        used = np.empty(reps, dtype=np.int64)
+        used = used_rows[:reps]
         placed = 0
         last_score = 0.0
         k = tree_of[w]
@@ -221,13 +226,13 @@ def _place_batch(
                                     jlen - bsync)  # fmt: skip
                     bsync = jlen
                 m = mask_id[w]
+                codes = spread[s] if s >= 0 else no_codes
                 best, best_score = _blocks_best(policy, free, gpu_free, capacity, inv_cap,
                                                 inv_max_cap, mask, mask_blocks[m], mask_supers[m],
                                                 perm, bstart, sstart, hi, lo, offer, sums,
                                                 bcap, binv, s_hi, s_lo, s_offer, s_sums, scap,
                                                 sinv, node_offer, rq, wt,
-                                                spread[s] if s >= 0 else no_codes, used,
-                                                r)  # fmt: skip
+                                                codes, used, r, bounds)  # fmt: skip
             for n in range(n_nodes if k < 0 and not use_blocks else 0):
                 if not mask[n]:
                     continue

@@ -187,6 +187,7 @@ class BlockIndex:
     """
 
     __slots__ = (
+        "_n_bounds",
         "_place_fn",
         "_place_head",
         "_place_tail",
@@ -252,6 +253,7 @@ class BlockIndex:
                               lay.block_of, lay.sstart, lay.super_of, *self.summaries)  # fmt: skip
         a = self.summaries
         self._place_fn: Callable[..., tuple[int, float]] | None = None
+        self._n_bounds = lay.bstart.shape[0] + lay.sstart.shape[0] - 2
         self._place_head = self._state
         self._place_tail = (lay.perm, lay.bstart, lay.sstart, a[0], a[1], a[2], a[3], lay.bcap,
                             lay.binv, a[4], a[5], a[6], a[7], lay.scap, lay.sinv, a[8],
@@ -323,8 +325,9 @@ class BlockIndex:
         else:
             rows, n_rows = changed, changed.shape[0]
         dev = np.empty(self._state[1].shape[1], dtype=np.int64)
+        bounds = np.empty(self._n_bounds, dtype=np.float64)
         args = (q.policy, *self._place_head, q.mask, q.mask_blocks, q.mask_supers,
-                *self._place_tail, rows, n_rows, q.req, q.weights, dev)  # fmt: skip
+                *self._place_tail, rows, n_rows, q.req, q.weights, dev, bounds)  # fmt: skip
         fn = self._place_fn
         if fn is None:
             best, score = _blocks_place(*args)
