@@ -228,7 +228,16 @@ def test_layout(
 @settings(max_examples=60, deadline=None)
 @given(
     clusters(),
-    st.sampled_from([(), (("zone", "z1"),), (("zone", "nowhere"),)]),
+    st.sampled_from(
+        [
+            (),
+            (("zone", "z1"),),
+            (("zone", "nowhere"),),
+            (("nowhere", "z1"),),
+            (("kubernetes.io/hostname", "n3"), ("zone", "z1")),
+            (("kubernetes.io/hostname", "n4"), ("zone", "nowhere")),
+        ]
+    ),
     st.sampled_from(["", "A", "B", "A|B"]),
     st.booleans(),
     st.integers(1, 3),
@@ -236,15 +245,15 @@ def test_layout(
 def test_static_mask_matches_its_definition(
     ns: list[Node], selector: tuple[tuple[str, str], ...], models: str, wants_gpu: bool, block: int
 ) -> None:
-    """The one-pass static mask equals schedulable & selector & model written with NumPy, its
-    first-failure counts and its block levels included."""
+    """The static mask equals schedulable & selector & model written with NumPy: per node (one
+    pass), and its first-failure counts, block levels and selected nodes (per block)."""
     with block_sizes(block, 2):
         m = NodeMatrix.from_nodes(ns)
         got = _build_mask(m, selector, models, wants_gpu)
         sched = m.schedulable
         sel = np.ones(len(ns), dtype=np.bool_)
         for key, value in selector:
-            sel &= np.array([nd.labels.get(key) == value for nd in ns], dtype=np.bool_)
+            sel &= np.array([nd.label(key) == value for nd in ns], dtype=np.bool_)
         names = {x for x in models.split("|") if x}
         model_ok = np.array(
             [not names or nd.gpu_model in names or (not wants_gpu and not nd.capacity.get("gpu"))
@@ -252,6 +261,7 @@ def test_static_mask_matches_its_definition(
         )  # fmt: skip
         want = sched & sel & model_ok
         assert got.mask.tolist() == want.tolist()
+        assert got.selected.tolist() == sel.tolist()
         assert dict(got.counts) == {
             "unschedulable": int((~sched).sum()),
             "node_selector mismatch": int((sched & ~sel).sum()),

@@ -366,6 +366,11 @@ def warmup() -> None:
         model_code=np.zeros(2, dtype=np.int64), gpu_devices=np.ones(2, dtype=np.int64),
         wants_gpu=True,
     )  # fmt: skip
+    layout.static_blocks(
+        schedulable=ones, hits=np.ones(2, dtype=np.int64), model_allowed=ones, any_model=False,
+        model_code=np.zeros(2, dtype=np.int64), gpu_devices=np.ones(2, dtype=np.int64),
+        wants_gpu=True,
+    )  # fmt: skip
     levels = layout.mask_levels(mask)
     for policy in range(8):
         batch_free, batch_gpu = free.copy(), gpu_free.copy()

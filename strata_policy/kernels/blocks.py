@@ -533,15 +533,11 @@ def _blocks_best(
 
 @kernel
 def _blocks_place(
-    policy: int,
     free: np.ndarray,
     gpu_free: np.ndarray,
     capacity: np.ndarray,
     inv_cap: np.ndarray,
     inv_max_cap: np.ndarray,
-    mask: np.ndarray,
-    mask_blocks: np.ndarray,
-    mask_supers: np.ndarray,
     perm: np.ndarray,
     bstart: np.ndarray,
     sstart: np.ndarray,
@@ -560,10 +556,14 @@ def _blocks_place(
     node_offer: np.ndarray,
     block_of: np.ndarray,
     super_of: np.ndarray,
-    rows: np.ndarray,
-    n_rows: int,
+    policy: int,
+    mask: np.ndarray,
+    mask_blocks: np.ndarray,
+    mask_supers: np.ndarray,
     rq: np.ndarray,
     wt: np.ndarray,
+    rows: np.ndarray,
+    n_rows: int,
     out_dev: np.ndarray,
     bounds: np.ndarray,
 ) -> tuple[int, float]:
@@ -639,6 +639,55 @@ def _static_mask(
                 hit = True
                 break
         mask_blocks[b] = hit
+    _supers_of(sstart, mask_blocks, mask_supers)
+
+
+@kernel
+def _static_blocks(
+    schedulable: np.ndarray,
+    model_allowed: np.ndarray,
+    model_code: np.ndarray,
+    gpu_devices: np.ndarray,
+    any_model: bool,
+    wants_gpu: bool,
+    perm: np.ndarray,
+    bstart: np.ndarray,
+    sstart: np.ndarray,
+    hits: np.ndarray,
+    mask_blocks: np.ndarray,
+    mask_supers: np.ndarray,
+    counts: np.ndarray,
+) -> None:
+    """``_static_mask``'s block levels and first-failure counts without visiting a node: the
+    nodes of a block share schedulability, GPU model and device count (the layout's classes),
+    so the block's first node decides those for all of them, and ``hits[b]`` says how many of
+    block ``b``'s nodes match the node selector (its size when there is none). Work per block,
+    not per node: a new selector costs ``N / B``, not ``N``."""
+    counts[:] = 0
+    for b in range(bstart.shape[0] - 1):
+        n = perm[bstart[b]]
+        size = bstart[b + 1] - bstart[b]
+        h = hits[b]
+        ok = False
+        if not schedulable[n]:
+            counts[0] += size
+        else:
+            counts[1] += size - h
+            model = any_model or (not wants_gpu and gpu_devices[n] == 0)
+            if not model:
+                if not 0 <= model_code[n] < model_allowed.shape[0]:
+                    raise ValueError("model code out of range")
+                model = model_allowed[model_code[n]]
+            if not model:
+                counts[2] += h
+            ok = model and h > 0
+        mask_blocks[b] = ok
+    _supers_of(sstart, mask_blocks, mask_supers)
+
+
+@inline_kernel
+def _supers_of(sstart: np.ndarray, mask_blocks: np.ndarray, mask_supers: np.ndarray) -> None:
+    """Per superblock, whether any of its blocks passes."""
     for s in range(sstart.shape[0] - 1):
         hit = False
         for b in range(sstart[s], sstart[s + 1]):

@@ -16,7 +16,13 @@ from typing import Any, cast
 
 import numpy as np
 
-from strata_policy.kernels.blocks import _SUBSETS, _blocks_place, _refresh_blocks, _static_mask
+from strata_policy.kernels.blocks import (
+    _SUBSETS,
+    _blocks_place,
+    _refresh_blocks,
+    _static_blocks,
+    _static_mask,
+)
 from strata_policy.kernels.fit import DOT_PRODUCT, FIRST_FIT
 
 _NONE = np.zeros(0, dtype=np.int64)
@@ -131,6 +137,37 @@ class BlockLayout:
                      supers, counts)  # fmt: skip
         return mask, blocks, supers, (int(counts[0]), int(counts[1]), int(counts[2]))
 
+    def static_blocks(
+        self,
+        *,
+        schedulable: np.ndarray,
+        hits: np.ndarray,
+        model_allowed: np.ndarray,
+        any_model: bool,
+        model_code: np.ndarray,
+        gpu_devices: np.ndarray,
+        wants_gpu: bool,
+    ) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int]]:
+        """``static_mask``'s block and superblock levels and counts, from per block how many of
+        its nodes match the node selector (``hits``), without a pass over the nodes
+        (``kernels.blocks._static_blocks``; the layout's blocks must be classes of nodes alike
+        in schedulability, model and device count, as ``NodeMatrix.block_layout`` builds)."""
+        n = self.perm.shape[0]
+        nb = self.bstart.shape[0] - 1
+        _check("schedulable", schedulable, _BOOL, (n,))
+        _check("hits", hits, _I64, (nb,))
+        _check("model_code", model_code, _I64, (n,))
+        _check("gpu_devices", gpu_devices, _I64, (n,))
+        if model_allowed.dtype != _BOOL or model_allowed.ndim != 1:
+            raise ValueError("model_allowed: a bool per model code")
+        blocks = np.empty(nb, dtype=np.bool_)
+        supers = np.empty(self.sstart.shape[0] - 1, dtype=np.bool_)
+        counts = np.empty(3, dtype=np.int64)
+        _static_blocks(schedulable, model_allowed, model_code, gpu_devices, any_model, wants_gpu,
+                       self.perm, self.bstart, self.sstart, hits, blocks, supers,
+                       counts)  # fmt: skip
+        return blocks, supers, (int(counts[0]), int(counts[1]), int(counts[2]))
+
     def mask_levels(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per block and per superblock, whether any of its nodes passes ``mask``."""
         if not self.perm.size:
@@ -140,20 +177,28 @@ class BlockLayout:
         return np.ascontiguousarray(blocks), np.ascontiguousarray(supers)
 
 
-@dataclass(frozen=True, slots=True)
 class BlockQuery:
     """One request shape on a layout: policy code (0-5), request row, weight row, static mask,
     per block and per superblock whether any of its nodes passes the mask, and how many GPU
-    devices one replica takes."""
+    devices one replica takes. Immutable by contract (``BlockIndex.query`` validates it once);
+    ``args`` are its arguments of the search kernel, in the kernel's order."""
 
-    layout: BlockLayout
-    policy: int
-    req: np.ndarray
-    weights: np.ndarray
-    mask: np.ndarray
-    mask_blocks: np.ndarray
-    mask_supers: np.ndarray
-    devices: int
+    __slots__ = ("args", "devices", "layout")
+
+    def __init__(
+        self,
+        layout: BlockLayout,
+        policy: int,
+        req: np.ndarray,
+        weights: np.ndarray,
+        mask: np.ndarray,
+        mask_blocks: np.ndarray,
+        mask_supers: np.ndarray,
+        devices: int,
+    ) -> None:
+        self.layout = layout
+        self.args = (policy, mask, mask_blocks, mask_supers, req, weights)
+        self.devices = devices
 
 
 _Summaries = tuple[
@@ -188,9 +233,8 @@ class BlockIndex:
 
     __slots__ = (
         "_n_bounds",
+        "_place_args",
         "_place_fn",
-        "_place_head",
-        "_place_tail",
         "_refresh_args",
         "_state",
         "layout",
@@ -254,10 +298,9 @@ class BlockIndex:
         a = self.summaries
         self._place_fn: Callable[..., tuple[int, float]] | None = None
         self._n_bounds = lay.bstart.shape[0] + lay.sstart.shape[0] - 2
-        self._place_head = self._state
-        self._place_tail = (lay.perm, lay.bstart, lay.sstart, a[0], a[1], a[2], a[3], lay.bcap,
-                            lay.binv, a[4], a[5], a[6], a[7], lay.scap, lay.sinv, a[8],
-                            lay.block_of, lay.super_of)  # fmt: skip
+        self._place_args = (*self._state, lay.perm, lay.bstart, lay.sstart, a[0], a[1], a[2],
+                            a[3], lay.bcap, lay.binv, a[4], a[5], a[6], a[7], lay.scap, lay.sinv,
+                            a[8], lay.block_of, lay.super_of)  # fmt: skip
 
     def with_state(self, free: np.ndarray, gpu_free: np.ndarray) -> BlockIndex:
         """The same summaries over a copy of the state (``free``/``gpu_free`` equal to ours)."""
@@ -326,8 +369,7 @@ class BlockIndex:
             rows, n_rows = changed, changed.shape[0]
         dev = np.empty(self._state[1].shape[1], dtype=np.int64)
         bounds = np.empty(self._n_bounds, dtype=np.float64)
-        args = (q.policy, *self._place_head, q.mask, q.mask_blocks, q.mask_supers,
-                *self._place_tail, rows, n_rows, q.req, q.weights, dev, bounds)  # fmt: skip
+        args = (*self._place_args, *q.args, rows, n_rows, dev, bounds)
         fn = self._place_fn
         if fn is None:
             best, score = _blocks_place(*args)

@@ -105,7 +105,7 @@ def _block_query(
         policy=policy,
         req=req,
         weights=np.ascontiguousarray(inputs.weight_rows(matrix, req[None, :], weights)[0]),
-        mask=static.mask,
+        mask=static.selected,  # schedulable and model are decided per block (StaticMask)
         levels=(static.blocks, static.supers),
     )
 

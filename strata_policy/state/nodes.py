@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,16 @@ GPU_COL = 2
 _EPOCHS = itertools.count(1)
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 _MAX_LABEL_KEYS = 64
+_MAX_SELECTIONS = 128
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelection:
+    """The nodes with one label value (``NodeMatrix.label_selection``)."""
+
+    nodes: np.ndarray
+    block_hits: np.ndarray
+    selected: np.ndarray
 
 
 class NodeMatrix:
@@ -201,6 +212,30 @@ class NodeMatrix:
                 codes[n] = -1 if value is None else values.setdefault(value, len(values))
             found = (codes, values)
             self._shared[cache_key] = found
+        return found
+
+    def label_selection(self, key: str, value: str) -> LabelSelection:
+        """The nodes whose label ``key`` is ``value``: their indices (ascending), how many in
+        each block of ``block_layout``, and a bool per node (do not write to the arrays).
+
+        Built once per key and value from ``label_codes`` and shared by copies, so that a node
+        selector naming the value costs nothing per node after that. At most
+        ``_MAX_SELECTIONS`` are kept (emptied when full): values come from requests.
+        """
+        cache: dict[tuple[str, str], LabelSelection] = self.shared("label-values", dict)
+        found = cache.get((key, value))
+        if found is None:
+            codes, values = self.label_codes(key)
+            code = values.get(value)
+            nodes = _NO_ROWS if code is None else np.flatnonzero(codes == code)
+            selected = np.zeros(len(self.nodes), dtype=np.bool_)
+            selected[nodes] = True
+            layout = self.block_layout()
+            hits = np.bincount(layout.block_of[nodes], minlength=layout.bstart.shape[0] - 1)
+            found = LabelSelection(nodes, hits.astype(np.int64), selected)
+            if len(cache) >= _MAX_SELECTIONS:
+                cache.clear()
+            cache[(key, value)] = found
         return found
 
     def journal_since(self, position: int) -> np.ndarray:
