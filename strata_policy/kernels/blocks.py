@@ -563,18 +563,21 @@ def _blocks_place(
     rq: np.ndarray,
     wt: np.ndarray,
     rows: np.ndarray,
+    first: int,
     n_rows: int,
     out_dev: np.ndarray,
     bounds: np.ndarray,
-) -> tuple[int, float]:
-    """One replica, no spread: first the summaries of nodes ``rows[:n_rows]`` refreshed (all
-    when ``n_rows < 0``, none when 0; one call where two would pay their dispatch twice), then
-    ``_blocks_best`` and the chosen node's best-fit devices in ``out_dev`` (-1 padded), as the
-    batch kernel chooses them. ``bounds`` is ``_blocks_best``'s scratch."""
+) -> tuple[int, float, int]:
+    """One replica, no spread: first the summaries of nodes ``rows[first:first + n_rows]``
+    refreshed (all when ``n_rows < 0``, none when 0; one call where two would pay their
+    dispatch twice), then ``_blocks_best`` and the chosen node's best-fit devices in ``out_dev``
+    (-1 padded), as the batch kernel chooses them. Returns the node (-1: none fits), its score
+    and the devices as a bit set (bit ``d`` for device ``d``; -1 when a node has more than 62
+    devices: read ``out_dev``). ``bounds`` is ``_blocks_best``'s scratch."""
     if n_rows != 0:
         _refresh_blocks(free, gpu_free, inv_cap, inv_max_cap, perm, bstart, block_of, sstart,
                         super_of, hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums, node_offer,
-                        rows, n_rows)  # fmt: skip
+                        rows[first:], n_rows)  # fmt: skip
     none = perm[:0]
     zero: int = np.int64(0)  # type: ignore[assignment]  # run-time int64 (config)
     best, score = _blocks_best(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask,
@@ -582,9 +585,13 @@ def _blocks_place(
                                sums, bcap, binv, s_hi, s_lo, s_offer, s_sums, scap, sinv,
                                node_offer, rq, wt, none, none, zero, bounds)  # fmt: skip
     out_dev[:] = -1
+    bits = 0
     if best >= 0:
         _best_fit_devices(gpu_free, best, rq[GPU], out_dev)
-    return best, score
+        for d in out_dev:
+            if d >= 0:
+                bits = bits | (1 << d) if d < 63 and bits >= 0 else -1
+    return best, score, bits
 
 
 @kernel

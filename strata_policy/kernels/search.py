@@ -10,6 +10,8 @@ one replica: the node, its score and its devices, bit-equal to a full scan with 
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -207,7 +209,7 @@ _Summaries = tuple[
 ]  # fmt: skip
 
 
-def _compiled(dispatcher: Any, args: tuple[object, ...]) -> Callable[..., tuple[int, float]]:
+def _compiled(dispatcher: Any, args: tuple[object, ...]) -> Callable[..., tuple[int, float, int]]:
     """The machine code ``dispatcher`` runs for ``args``' types, callable without the
     dispatcher's per-call type resolution (about 0.2 µs per argument, some 6 µs for the block
     search's 33): every later call passes the same types, because ``BlockIndex`` and
@@ -215,12 +217,12 @@ def _compiled(dispatcher: Any, args: tuple[object, ...]) -> Callable[..., tuple[
     there is no such entry (``NUMBA_DISABLE_JIT=1``)."""
     overloads = getattr(dispatcher, "overloads", None)
     if not overloads:
-        return cast(Callable[..., tuple[int, float]], dispatcher)
+        return cast(Callable[..., tuple[int, float, int]], dispatcher)
     signature = tuple(dispatcher.typeof_pyval(a) for a in args)
     found = overloads.get(signature)
     if found is None:
-        return cast(Callable[..., tuple[int, float]], dispatcher)
-    return cast(Callable[..., tuple[int, float]], found.entry_point)
+        return cast(Callable[..., tuple[int, float, int]], dispatcher)
+    return cast(Callable[..., tuple[int, float, int]], found.entry_point)
 
 
 class BlockIndex:
@@ -236,6 +238,7 @@ class BlockIndex:
         "_place_args",
         "_place_fn",
         "_refresh_args",
+        "_scratch",
         "_state",
         "layout",
         "summaries",
@@ -296,8 +299,9 @@ class BlockIndex:
         self._refresh_args = (free, gpu_free, inv_cap, inv_max_cap, lay.perm, lay.bstart,
                               lay.block_of, lay.sstart, lay.super_of, *self.summaries)  # fmt: skip
         a = self.summaries
-        self._place_fn: Callable[..., tuple[int, float]] | None = None
+        self._place_fn: Callable[..., tuple[int, float, int]] | None = None
         self._n_bounds = lay.bstart.shape[0] + lay.sstart.shape[0] - 2
+        self._scratch = threading.local()  # the kernel's scratch and device rows, per thread
         self._place_args = (*self._state, lay.perm, lay.bstart, lay.sstart, a[0], a[1], a[2],
                             a[3], lay.bcap, lay.binv, a[4], a[5], a[6], a[7], lay.scap, lay.sinv,
                             a[8], lay.block_of, lay.super_of)  # fmt: skip
@@ -355,27 +359,46 @@ class BlockIndex:
                           0 if g <= 0 else 1 if g < 1000 else g // 1000)  # fmt: skip
 
     def place(
-        self, q: BlockQuery, changed: np.ndarray | None = _NONE
+        self, q: BlockQuery, rows: np.ndarray | None = _NONE, first: int = 0, count: int = -1
     ) -> tuple[int, float, tuple[int, ...]]:
         """The best node for one replica of ``q`` (-1 when none fits), its score and devices;
-        first ``refresh(changed)`` in the same kernel call (an empty array: nothing changed)."""
+        first the summaries of nodes ``rows[first:first + count]`` refreshed in the same kernel
+        call (``count`` -1: to the end; ``rows`` None: every block)."""
         if q.layout is not self.layout:
             raise ValueError("the query was made for another layout")
-        if changed is None:
-            rows, n_rows = _NONE, -1
-        elif changed.dtype != _I64 or changed.ndim != 1:
-            raise ValueError("changed: expected int64 node indices")
+        if rows is None:
+            rows, first, count = _NONE, 0, -1
         else:
-            rows, n_rows = changed, changed.shape[0]
-        dev = np.empty(self._state[1].shape[1], dtype=np.int64)
-        bounds = np.empty(self._n_bounds, dtype=np.float64)
-        args = (*self._place_args, *q.args, rows, n_rows, dev, bounds)
+            if rows.dtype != _I64 or rows.ndim != 1:
+                raise ValueError("rows: expected int64 node indices")
+            if count < 0:
+                count = rows.shape[0] - first
+            if not 0 <= first <= first + count <= rows.shape[0]:
+                raise ValueError("rows: first and count out of range")
+        scratch = self._scratch
+        try:
+            dev, bounds = scratch.arrays
+        except AttributeError:  # the first call on this thread
+            dev = np.empty(self._state[1].shape[1], dtype=np.int64)
+            bounds = np.empty(self._n_bounds, dtype=np.float64)
+            scratch.arrays = (dev, bounds)
+        args = (*self._place_args, *q.args, rows, first, count, dev, bounds)
         fn = self._place_fn
         if fn is None:
-            best, score = _blocks_place(*args)
+            best, score, bits = _blocks_place(*args)
             self._place_fn = _compiled(_blocks_place, args)
         else:
-            best, score = fn(*args)
+            best, score, bits = fn(*args)
         if best < 0:
             return -1, 0.0, ()
-        return best, score, tuple(dev[: q.devices].tolist()) if q.devices else ()
+        if not q.devices:
+            return best, score, ()
+        if bits < 0:
+            return best, score, tuple(dev[: q.devices].tolist())
+        return best, score, _device_set(bits)
+
+
+@functools.lru_cache(maxsize=4096)
+def _device_set(bits: int) -> tuple[int, ...]:
+    """The device indices of a bit set, ascending (shared tuples: few distinct sets occur)."""
+    return tuple(d for d in range(bits.bit_length()) if bits >> d & 1)

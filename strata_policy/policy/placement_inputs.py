@@ -172,10 +172,12 @@ def placement_cache(matrix: NodeMatrix) -> dict[tuple[int, tuple[int, ...]], Pla
 
 def placement_of(matrix: NodeMatrix, node: int, devices: tuple[int, ...]) -> Placement:
     """The shared ``Placement`` of one replica on node index ``node`` and ``devices``."""
-    cache = placement_cache(matrix)
+    cache: dict[tuple[int, tuple[int, ...]], Placement] = matrix.shared("placements", dict)
     key = (node, devices)
     found = cache.get(key)
     if found is None:
+        if len(cache) > _MAX_PLACEMENTS:
+            cache.clear()
         found = cache[key] = Placement(matrix.nodes[node].id, devices)
     return found
 

@@ -256,12 +256,20 @@ class NodeMatrix:
         """``block_index().place(query)``, bringing the summaries up to date in the same kernel
         call when the state moved since they last looked."""
         idx = self._blocks
-        if idx is not None and self._blocks_at == (self.epoch, self.journal_len):
-            return idx.place(query)
+        epoch, seen = self._blocks_at
+        if idx is not None and epoch == self.epoch:
+            now = self.journal_len
+            if seen == now:
+                return idx.place(query)
+            with self._lock:  # the common case after a commit: refresh its block, then search
+                if self._blocks_at == (epoch, seen):
+                    found = idx.place(query, self._journal, seen, now - seen)
+                    self._blocks_at = (epoch, now)
+                    return found
         with self._lock:
-            found: list[tuple[int, float, tuple[int, ...]]] = []
-            self._sync_blocks(lambda idx, changed: found.append(idx.place(query, changed)))
-            return found[0]
+            out: list[tuple[int, float, tuple[int, ...]]] = []
+            self._sync_blocks(lambda idx, changed: out.append(idx.place(query, changed)))
+            return out[0]
 
     def _sync_blocks(
         self, then: Callable[[BlockIndex, np.ndarray | None], None] | None
