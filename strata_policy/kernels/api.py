@@ -367,9 +367,8 @@ def warmup() -> None:
         wants_gpu=True,
     )  # fmt: skip
     layout.static_blocks(
-        schedulable=ones, hits=np.ones(2, dtype=np.int64), model_allowed=ones, any_model=False,
-        model_code=np.zeros(2, dtype=np.int64), gpu_devices=np.ones(2, dtype=np.int64),
-        wants_gpu=True,
+        statics=np.ones((2, 3), dtype=np.int64), hits=np.ones(2, dtype=np.int64),
+        model_allowed=ones, any_model=False, wants_gpu=True,
     )  # fmt: skip
     levels = layout.mask_levels(mask)
     for policy in range(8):

@@ -651,13 +651,10 @@ def _static_mask(
 
 @kernel
 def _static_blocks(
-    schedulable: np.ndarray,
+    statics: np.ndarray,
     model_allowed: np.ndarray,
-    model_code: np.ndarray,
-    gpu_devices: np.ndarray,
     any_model: bool,
     wants_gpu: bool,
-    perm: np.ndarray,
     bstart: np.ndarray,
     sstart: np.ndarray,
     hits: np.ndarray,
@@ -667,24 +664,24 @@ def _static_blocks(
 ) -> None:
     """``_static_mask``'s block levels and first-failure counts without visiting a node: the
     nodes of a block share schedulability, GPU model and device count (the layout's classes),
-    so the block's first node decides those for all of them, and ``hits[b]`` says how many of
-    block ``b``'s nodes match the node selector (its size when there is none). Work per block,
-    not per node: a new selector costs ``N / B``, not ``N``."""
+    given per block by ``statics`` (rows: schedulable 0/1, model code, devices), and
+    ``hits[b]`` says how many of block ``b``'s nodes match the node selector (its size when
+    there is none). Work per block, in contiguous arrays: a new selector costs ``N / B``."""
     counts[:] = 0
     for b in range(bstart.shape[0] - 1):
-        n = perm[bstart[b]]
         size = bstart[b + 1] - bstart[b]
         h = hits[b]
         ok = False
-        if not schedulable[n]:
+        if statics[b, 0] == 0:
             counts[0] += size
         else:
             counts[1] += size - h
-            model = any_model or (not wants_gpu and gpu_devices[n] == 0)
+            model = any_model or (not wants_gpu and statics[b, 2] == 0)
             if not model:
-                if not 0 <= model_code[n] < model_allowed.shape[0]:
+                code = statics[b, 1]
+                if not 0 <= code < model_allowed.shape[0]:
                     raise ValueError("model code out of range")
-                model = model_allowed[model_code[n]]
+                model = model_allowed[code]
             if not model:
                 counts[2] += h
             ok = model and h > 0

@@ -42,6 +42,9 @@ def _check(name: str, a: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) ->
         raise ValueError(f"{name}: {a.dtype}{a.shape}, expected C-contiguous {dtype}{shape}")
 
 
+_STATIC_BLOCKS: list[Callable[..., object] | None] = [None]  # see _compiled
+
+
 @dataclass(frozen=True, slots=True)
 class BlockLayout:
     """Which nodes form each block and which blocks each superblock (``kernels.blocks``).
@@ -142,33 +145,36 @@ class BlockLayout:
     def static_blocks(
         self,
         *,
-        schedulable: np.ndarray,
+        statics: np.ndarray,
         hits: np.ndarray,
         model_allowed: np.ndarray,
         any_model: bool,
-        model_code: np.ndarray,
-        gpu_devices: np.ndarray,
         wants_gpu: bool,
     ) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int]]:
-        """``static_mask``'s block and superblock levels and counts, from per block how many of
-        its nodes match the node selector (``hits``), without a pass over the nodes
-        (``kernels.blocks._static_blocks``; the layout's blocks must be classes of nodes alike
-        in schedulability, model and device count, as ``NodeMatrix.block_layout`` builds)."""
-        n = self.perm.shape[0]
+        """``static_mask``'s block and superblock levels and counts without a pass over the
+        nodes (``kernels.blocks._static_blocks``): ``statics`` per block its nodes'
+        schedulability (0/1), model code and device count (this layout's blocks must be classes
+        of nodes alike in those, as ``NodeMatrix.block_layout`` builds), ``hits`` per block how
+        many of its nodes match the node selector."""
         nb = self.bstart.shape[0] - 1
-        _check("schedulable", schedulable, _BOOL, (n,))
+        _check("statics", statics, _I64, (nb, 3))
         _check("hits", hits, _I64, (nb,))
-        _check("model_code", model_code, _I64, (n,))
-        _check("gpu_devices", gpu_devices, _I64, (n,))
-        if model_allowed.dtype != _BOOL or model_allowed.ndim != 1:
+        if model_allowed.ndim != 1:
             raise ValueError("model_allowed: a bool per model code")
-        blocks = np.empty(nb, dtype=np.bool_)
-        supers = np.empty(self.sstart.shape[0] - 1, dtype=np.bool_)
+        _check("model_allowed", model_allowed, _BOOL, model_allowed.shape)
+        levels = np.empty(nb + self.sstart.shape[0] - 1, dtype=np.bool_)
+        blocks, supers = levels[:nb], levels[nb:]
         counts = np.empty(3, dtype=np.int64)
-        _static_blocks(schedulable, model_allowed, model_code, gpu_devices, any_model, wants_gpu,
-                       self.perm, self.bstart, self.sstart, hits, blocks, supers,
-                       counts)  # fmt: skip
-        return blocks, supers, (int(counts[0]), int(counts[1]), int(counts[2]))
+        args = (statics, model_allowed, any_model, wants_gpu, self.bstart, self.sstart, hits,
+                blocks, supers, counts)  # fmt: skip
+        fn = _STATIC_BLOCKS[0]
+        if fn is None:
+            _static_blocks(*args)
+            _STATIC_BLOCKS[0] = _compiled(_static_blocks, args)
+        else:
+            fn(*args)
+        unschedulable, selector, model = counts.tolist()
+        return blocks, supers, (unschedulable, selector, model)
 
     def mask_levels(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per block and per superblock, whether any of its nodes passes ``mask``."""

@@ -97,14 +97,25 @@ def _block_query(
     policy: int,
     weights: Mapping[str, float],
 ) -> kernels.BlockQuery | None:
-    req, missing = inputs.request_row(matrix, workload.request)
-    if missing:
+    """The shape's query: ``inputs.request_row`` and ``inputs.weight_rows`` for one row, built
+    from lists (a first placement of a shape pays two array constructions, not one NumPy call
+    per resource); None when the request names a resource no node has."""
+    request = workload.request
+    if not request.keys() <= matrix.resource_index.keys() and inputs.request_row(
+        matrix, request
+    )[1]:
         return None
+    names = matrix.resources
+    amounts = [request.get(r, 0) for r in names]
+    if weights:
+        factors = [float(weights.get(r, 0.0)) for r in names]
+    else:
+        factors = [1.0 if a > 0 else 0.0 for a in amounts]
     static = inputs.static_mask(matrix, workload)
     return index.query(
         policy=policy,
-        req=req,
-        weights=np.ascontiguousarray(inputs.weight_rows(matrix, req[None, :], weights)[0]),
+        req=np.array(amounts, dtype=np.int64),
+        weights=np.array(factors, dtype=np.float64),
         mask=static.selected,  # schedulable and model are decided per block (StaticMask)
         levels=(static.blocks, static.supers),
     )

@@ -124,8 +124,8 @@ def _build_mask(
         selected[chosen] = True
     allowed, any_model = _model_allowed(matrix, models)
     blocks, supers, (unschedulable, selector_miss, model_miss) = layout.static_blocks(
-        schedulable=matrix.schedulable, hits=hits, model_allowed=allowed, any_model=any_model,
-        model_code=matrix.model_code, gpu_devices=matrix.gpu_devices, wants_gpu=wants_gpu,
+        statics=matrix.block_statics(), hits=hits, model_allowed=allowed, any_model=any_model,
+        wants_gpu=wants_gpu,
     )  # fmt: skip
     counts = {
         UNSCHEDULABLE: unschedulable,

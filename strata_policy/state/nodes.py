@@ -306,6 +306,23 @@ class NodeMatrix:
             self._shared["block-layout"] = found
         return found
 
+    def block_statics(self) -> np.ndarray:
+        """Per block of ``block_layout``, its nodes' schedulability (0/1), GPU model code and
+        device count (alike within a block), as one contiguous int64 array: what a new static
+        mask reads instead of every node (``BlockLayout.static_blocks``). Built once, shared."""
+        found: np.ndarray | None = self._shared.get("block-statics")
+        if found is None:
+            layout = self.block_layout()
+            firsts = layout.perm[layout.bstart[:-1]]
+            found = np.ascontiguousarray(
+                np.column_stack(
+                    (self.schedulable[firsts], self.model_code[firsts], self.gpu_devices[firsts])
+                ),
+                dtype=np.int64,
+            )
+            self._shared["block-statics"] = found
+        return found
+
     def shared(self, key: object, build: Callable[[], Any]) -> Any:
         """A value computed from the immutable node data only, built once and shared by copies."""
         found = self._shared.get(key)
