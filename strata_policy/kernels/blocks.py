@@ -46,6 +46,8 @@ replaces the best when its score is strictly higher, or equal with a lower index
 its score are the full scan's, bit for bit (highest score, lowest index, NaN never chosen). The
 work is ``N / (B·S)`` superblock bounds, ``S`` block bounds per opened superblock and ``B`` nodes
 per opened block; where bounds prune nothing it degrades to a full scan, never worse.
+FIRST_FIT's bounds only say "may fit", so inside a superblock it walks the blocks in node order
+and stops at the first that yields a node (a superblock's blocks hold ascending nodes).
 """
 
 from __future__ import annotations
@@ -255,11 +257,7 @@ def _bound(
     """Row ``i``'s bound (module docstring): ``-inf`` when none of its nodes can fit. ``plain``
     is the subset of cpu/memory/gpu carrying plain weights (0: not plain), ``factor``
     ``100·w/Σw``. The monotone bounds are ``fit._score`` itself on the summary rows."""
-    for c in range(rq.shape[0]):
-        if hi[i, c] < rq[c]:
-            return -np.inf
-    g = rq[GPU]
-    if g > 0 and offer[i] < g:
+    if not _may_fit(i, hi, offer, rq):
         return -np.inf
     if not trusted:
         return np.inf
@@ -287,6 +285,17 @@ def _bound(
     elif policy == MOST_ALLOCATED:
         a = factor * (kc - sums[i, _G_MIN, plain] + k)
     return min(u, a + _SLACK)
+
+
+@inline_kernel
+def _may_fit(i: int, hi: np.ndarray, offer: np.ndarray, rq: np.ndarray) -> bool:
+    """Row ``i`` may hold a node that fits: every column's largest free amount and its best GPU
+    offer cover the request."""
+    for c in range(rq.shape[0]):
+        if hi[i, c] < rq[c]:
+            return False
+    g = rq[GPU]
+    return not (g > 0 and offer[i] < g)
 
 
 @inline_kernel
@@ -507,6 +516,21 @@ def _blocks_best(
                 continue
         first = sstart[s]
         count = sstart[s + 1] - first
+        if policy == FIRST_FIT:
+            # A superblock's blocks hold ascending nodes: the first block that yields a node
+            # holds its lowest fitting one, and a block starting above the best cannot win.
+            for b in range(first, first + count):
+                if best >= 0 and perm[bstart[b]] > best:
+                    break
+                if mask_blocks[b] and _may_fit(b, hi, offer, rq):
+                    before = best
+                    best, best_score = _open_block(policy, b, free, capacity, inv_cap,
+                                                   inv_max_cap, mask, node_offer, perm, bstart,
+                                                   rq, wt, weight_sum, spread_codes, used,
+                                                   n_used, best, best_score)  # fmt: skip
+                    if best != before:
+                        break
+            continue
         b_top = _bound_rows(policy, first, first + count, hi, lo, offer, sums, bcap, binv,
                             inv_max_cap, mask_blocks, perm, bstart, blocks_only, rq, wt,
                             weight_sum, trusted, plain, factor, b_bound)  # fmt: skip

@@ -101,9 +101,10 @@ def _block_query(
     from lists (a first placement of a shape pays two array constructions, not one NumPy call
     per resource); None when the request names a resource no node has."""
     request = workload.request
-    if not request.keys() <= matrix.resource_index.keys() and inputs.request_row(
-        matrix, request
-    )[1]:
+    if (
+        not request.keys() <= matrix.resource_index.keys()
+        and inputs.request_row(matrix, request)[1]
+    ):
         return None
     names = matrix.resources
     amounts = [request.get(r, 0) for r in names]
