@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
@@ -16,6 +20,7 @@ from strata_policy.model import (
     WorkloadResult,
 )
 from strata_policy.service import convert
+from strata_policy.service.results import add_result, add_results
 
 CASES = [
     pytest.param(
@@ -91,6 +96,62 @@ def test_add_results_appends_in_order() -> None:
     """A batch's results are appended in order, each equal to its single conversion."""
     results = [p.values[0] for p in CASES if isinstance(p.values[0], WorkloadResult)]
     response = svc.PlaceResponse()
-    convert.add_results(response.results, results)
+    add_results(response, results)
     assert list(response.results) == [convert.result_to_proto(r) for r in results]
     assert [r.workload_id for r in response.results] == ["w"] * len(CASES)
+
+
+def test_admit_and_place_responses_number_results_alike() -> None:
+    """The results field has one number in both responses (its key bytes are shared)."""
+    admit = svc.AdmitResponse.DESCRIPTOR.fields_by_name["results"]
+    place = svc.PlaceResponse.DESCRIPTOR.fields_by_name["results"]
+    assert (admit.number, admit.type) == (place.number, place.type)
+
+
+texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)
+int64s = st.integers(-(2**63), 2**63 - 1)
+amounts = st.dictionaries(st.sampled_from(["cpu", "gpu", "memory", "rdma", "é"]), int64s)
+placements = st.builds(
+    Placement,
+    node_id=st.sampled_from(["", "n1", "n2", "nœud-3"]),
+    gpu_devices=st.lists(st.integers(0, 2**31 - 1), max_size=3).map(tuple),
+)
+reasons = st.builds(Reason, code=st.sampled_from(list(ReasonCode)), message=texts)
+victims = st.builds(
+    Victim,
+    workload_id=texts,
+    scope_id=texts,
+    reason=st.sampled_from(list(VictimReason)),
+    freed=amounts,
+    priority=st.integers(-(2**31), 2**31 - 1),
+)
+results = st.builds(
+    WorkloadResult,
+    workload_id=texts,
+    decision=st.sampled_from(list(Decision)),
+    placements=st.lists(placements, max_size=3).map(tuple),
+    reasons=st.lists(reasons, max_size=1).map(tuple) | st.just(()),
+    borrowed=amounts,
+    victims=st.lists(victims, max_size=1).map(tuple) | st.just(()),
+    score=st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, math.inf, 87.5]),
+    explanation=texts,
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(results, max_size=6), st.sampled_from([svc.AdmitResponse, svc.PlaceResponse]))
+def test_add_results_equals_field_by_field(
+    batch: list[WorkloadResult], response_type: type[svc.AdmitResponse | svc.PlaceResponse]
+) -> None:
+    """Wire-written results give the message and the bytes the field-by-field path gives."""
+    expected = response_type(generation=3)
+    for r in batch:
+        add_result(expected.results, r)
+    for _ in range(2):  # the second time from the cached fragments
+        response = response_type(generation=3)
+        add_results(response, batch)
+        assert response == expected
+        assert response.SerializeToString() == expected.SerializeToString()
+        assert [list(r.borrowed.items()) for r in response.results] == [
+            list(r.borrowed.items()) for r in expected.results
+        ]

@@ -23,6 +23,7 @@ from strata_policy.model.objects import (
     Scope,
     Snapshot,
     Workload,
+    new_workload,
 )
 
 __all__ = [
@@ -46,4 +47,5 @@ __all__ = [
     "VictimReason",
     "Workload",
     "WorkloadResult",
+    "new_workload",
 ]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
@@ -20,9 +19,6 @@ from strata_policy import model
 from strata_policy.policy.placement import FgdScore, PlacementOptions
 from strata_policy.state.changes import Delta
 from strata_policy.state.taskmix import TaskType
-
-if TYPE_CHECKING:
-    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 ORDERS = {
     pb.ORDER_UNSPECIFIED: model.Order.FIFO,
@@ -41,12 +37,12 @@ FRAGMENTATION_SCORES = {
 # One shared, read-only empty mapping for the many workloads and nodes without labels or
 # selectors: a pushed million-workload snapshot would otherwise hold a million empty dicts.
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
-_Workload = model.Workload
+_new_workload = model.new_workload
 _intern = sys.intern
 _REQUESTS: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
 _MAX_SHARED_REQUESTS = 4096
 # Keyed by the enum's value, not the member: an Enum's __hash__ is Python code.
-_DECISION_CODES = {d.value: getattr(pb, f"DECISION_{d.value}") for d in model.Decision}
+DECISION_CODES = {d.value: getattr(pb, f"DECISION_{d.value}") for d in model.Decision}
 VICTIM_REASONS = {r: getattr(pb, f"VICTIM_REASON_{r.value}") for r in model.VictimReason}
 
 
@@ -81,11 +77,13 @@ def shared_request(request: Mapping[str, int]) -> dict[str, int]:
 
     A pushed snapshot of a million workloads typically has a few hundred distinct requests;
     sharing them saves most of the memory their dicts would take. The dicts are never mutated
-    (the model's values are immutable by contract). Bounded: the table is emptied when full.
+    (the model's values are immutable by contract) and hold their resources in name order.
+    Bounded: the table is emptied when full.
     """
-    # A protobuf map's items() is the pure-Python ItemsView: read it by key instead.
-    pairs = request.items() if isinstance(request, dict) else [(k, request[k]) for k in request]
-    items = tuple(sorted(pairs))
+    pairs = []
+    for name in sorted(request):  # a protobuf map's items() is the slow pure-Python ItemsView
+        pairs.append((name, request[name]))
+    items = tuple(pairs)
     found = _REQUESTS.get(items)
     if found is None:
         if len(_REQUESTS) >= _MAX_SHARED_REQUESTS:
@@ -95,19 +93,33 @@ def shared_request(request: Mapping[str, int]) -> dict[str, int]:
 
 
 def workload_from_proto(m: pb.Workload) -> model.Workload:
-    """A workload; replicas 0 (unset) means 1, preemptible absent means true."""
-    return _Workload(  # positional, in field order: this runs once per workload of every call
+    """A workload; replicas 0 (unset) means 1, preemptible absent means true.
+
+    This runs once per workload of every Admit and Place, so each field is read once and the
+    value is built through its slots (``model.new_workload``). ``preemptible`` asks for
+    presence only when the value read is false (absent reads as false and means true).
+    """
+    selector = m.node_selector
+    return _new_workload(
         m.id,
         _intern(m.scope_id),
         shared_request(m.request),
         m.replicas or 1,
         m.priority,
-        m.preemptible if m.HasField("preemptible") else True,
-        dict(m.node_selector) if m.node_selector else _NO_LABELS,
+        m.preemptible or not m.HasField("preemptible"),
+        dict(selector) if selector else _NO_LABELS,
         m.gpu_model,
         m.spread.topology_key if m.HasField("spread") else "",
         m.queued_at_ms,
     )
+
+
+def workloads_from_proto(messages: Iterable[pb.Workload]) -> list[model.Workload]:
+    """A request's workloads, in order."""
+    out = []
+    for m in messages:  # a loop, not a comprehension: one function less per Admit
+        out.append(workload_from_proto(m))
+    return out
 
 
 def placement_from_proto(m: pb.Placement) -> model.Placement:
@@ -271,27 +283,13 @@ def victim_to_proto(v: model.Victim) -> pb.Victim:
 
 def result_to_proto(r: model.WorkloadResult) -> pb.WorkloadResult:
     """One workload's decision."""
-    out = pb.WorkloadResult(workload_id=r.workload_id, decision=_DECISION_CODES[r.decision._value_])
-    _fill_rest(out, r)
+    out = pb.WorkloadResult(workload_id=r.workload_id, decision=DECISION_CODES[r.decision._value_])
+    fill_result(out, r)
     return out
 
 
-def add_results(
-    results: RepeatedCompositeFieldContainer[pb.WorkloadResult],
-    decisions: Iterable[model.WorkloadResult],
-) -> None:
-    """Append each decision to a response's ``results``, each filled in place.
-
-    Filling the repeated field's own elements avoids building messages and copying them in,
-    which is most of the cost of answering a 1,000-workload batch; empty parts are left unset.
-    """
-    add = results.add
-    codes = _DECISION_CODES
-    for r in decisions:
-        _fill_rest(add(workload_id=r.workload_id, decision=codes[r.decision._value_]), r)
-
-
-def _fill_rest(out: pb.WorkloadResult, r: model.WorkloadResult) -> None:
+def fill_result(out: pb.WorkloadResult, r: model.WorkloadResult) -> None:
+    """Set the parts of ``out`` that ``r`` has (id and decision aside); empty parts stay unset."""
     if r.borrowed:
         borrowed = out.borrowed  # a protobuf map's update() is the pure-Python MutableMapping one
         for name, amount in r.borrowed.items():

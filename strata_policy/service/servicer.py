@@ -19,6 +19,7 @@ from strata_policy.engine import Engine
 from strata_policy.errors import InternalError, StrataError
 from strata_policy.model import Order
 from strata_policy.service import convert as c
+from strata_policy.service.results import add_results
 from strata_policy.service.status import abort
 
 log = structlog.get_logger("strata.service")
@@ -110,7 +111,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
     def Admit(self, request: svc.AdmitRequest, context: grpc.ServicerContext) -> svc.AdmitResponse:
         batch = self.engine.admit(
             request.cluster_id,
-            [c.workload_from_proto(w) for w in request.workloads],
+            c.workloads_from_proto(request.workloads),
             order=c.ORDERS.get(request.order, Order.FIFO),
             dry_run=request.dry_run,
             expected_generation=request.expected_generation,
@@ -118,7 +119,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             now_ms=request.now_ms,
         )
         response = svc.AdmitResponse(generation=batch.generation)
-        c.add_results(response.results, batch.results)
+        add_results(response, batch.results)
         return response
 
     @_errors_to_status
@@ -126,7 +127,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
         fragmentation = request.fragmentation if request.HasField("fragmentation") else None
         batch = self.engine.place(
             request.cluster_id,
-            [c.workload_from_proto(w) for w in request.workloads],
+            c.workloads_from_proto(request.workloads),
             list(request.workload_ids),
             order=c.ORDERS.get(request.order, Order.FIFO),
             options=c.options_from_proto(
@@ -138,7 +139,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             now_ms=request.now_ms,
         )
         response = svc.PlaceResponse(generation=batch.generation)
-        c.add_results(response.results, batch.results)
+        add_results(response, batch.results)
         return response
 
     @_errors_to_status
