@@ -128,7 +128,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
         batch = self.engine.place(
             request.cluster_id,
             c.workloads_from_proto(request.workloads),
-            list(request.workload_ids),
+            request.workload_ids[:],  # a list; see convert.workloads_from_proto
             order=c.ORDERS.get(request.order, Order.FIFO),
             options=c.options_from_proto(
                 request.policy, request.resource_weights, request.seed, fragmentation
@@ -148,7 +148,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
     ) -> svc.ReleaseResponse:
         result = self.engine.release(
             request.cluster_id,
-            list(request.workload_ids),
+            request.workload_ids[:],  # a list; see convert.workloads_from_proto
             dry_run=request.dry_run,
             expected_generation=request.expected_generation,
             request_id=request.request_id,
