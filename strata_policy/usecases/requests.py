@@ -4,27 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from strata_policy.errors import FieldViolation
+from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Workload
 from strata_policy.state import validate
 from strata_policy.state.cluster import ClusterState
 
 
 def check_new_workloads(state: ClusterState, workloads: Sequence[Workload], path: str) -> None:
-    """Each workload is valid, names a known scope, and its id is new to batch and cluster."""
+    """Each workload is valid, names a known scope, and its id is new to batch and cluster.
+
+    This runs on every Admit and Place: the state's tables are looked up once, not per workload.
+    """
     out: list[FieldViolation] = []
     seen: set[str] = set()
+    scopes, held = state.tree.scopes, state.workloads
     for i, w in enumerate(workloads):
         where = f"{path}[{i}]" if path == "workloads" else path
-        validate.workload(w, where, state.tree.scopes, out)
-        if w.id in seen:
-            out.append(
-                FieldViolation(f"{where}.id", f"duplicate workload id {w.id!r} in the batch")
-            )
-        elif w.id in state.workloads:
-            out.append(FieldViolation(f"{where}.id", f"workload {w.id!r} is already admitted"))
-        seen.add(w.id)
-    validate.check(out)
+        validate.workload(w, where, scopes, out)
+        wid = w.id
+        if wid in seen:
+            out.append(FieldViolation(f"{where}.id", f"duplicate workload id {wid!r} in the batch"))
+        elif wid in held:
+            out.append(FieldViolation(f"{where}.id", f"workload {wid!r} is already admitted"))
+        seen.add(wid)
+    if out:
+        raise InvalidArgument(out)
 
 
 def check_ids(ids: Sequence[str], path: str) -> None:
