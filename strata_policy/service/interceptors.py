@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import grpc
@@ -18,6 +19,8 @@ import structlog
 from strata_policy.errors import SizeLimitExceeded
 
 log = structlog.get_logger("strata.rpc")
+_clock = time.perf_counter
+_OK = grpc.StatusCode.OK
 
 if TYPE_CHECKING:  # grpc-stubs makes these generic; the runtime classes are not subscriptable
     ServerInterceptorBase = grpc.ServerInterceptor[Any, Any]
@@ -100,12 +103,14 @@ class LoggingInterceptor(ServerInterceptorBase):
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         short = method.rsplit("/", 1)[-1]
 
+        emit = self._emit
+
         def behaviour(
             inner: Callable[[Any, grpc.ServicerContext], Any],
         ) -> Callable[[Any, grpc.ServicerContext], Any]:
             def call(request: Any, context: grpc.ServicerContext) -> Any:
-                start = time.perf_counter()
-                code = grpc.StatusCode.OK
+                start = _clock()
+                code = _OK
                 response = None
                 try:
                     response = inner(request, context)
@@ -117,12 +122,11 @@ class LoggingInterceptor(ServerInterceptorBase):
                         code = grpc.StatusCode.INTERNAL
                     raise
                 finally:
-                    seconds = time.perf_counter() - start
                     # The line is built and written once the call is over (gRPC runs callbacks
                     # after the answer is sent), so it costs the caller nothing.
-                    done = (short, request, response, code, seconds)
-                    if not context.add_callback(lambda: self._emit(*done)):
-                        self._emit(*done)
+                    done = partial(emit, short, request, response, code, _clock() - start)
+                    if not context.add_callback(done):
+                        done()
 
             return call
 
@@ -186,6 +190,8 @@ class ConcurrencyLimitInterceptor(ServerInterceptorBase):
     def _wrap(
         self, method: str, handler: grpc.RpcMethodHandler[Any, Any] | None
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        lock = self._lock
+
         def behaviour(
             inner: Callable[[Any, grpc.ServicerContext], Any],
         ) -> Callable[[Any, grpc.ServicerContext], Any]:
@@ -193,7 +199,8 @@ class ConcurrencyLimitInterceptor(ServerInterceptorBase):
                 try:
                     return inner(request, context)
                 finally:
-                    self._release()
+                    with lock:
+                        self.in_flight -= 1
 
             return call
 
