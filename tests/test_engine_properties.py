@@ -19,6 +19,7 @@ from strata_policy.model import Order, Policy, Scope, Snapshot, Workload
 from strata_policy.model.resources import add
 from strata_policy.policy.placement import PlacementOptions
 from strata_policy.testing import node
+from strata_policy.usecases import batch
 
 SCOPES = (
     Scope("org", limit={"gpu": 12000, "cpu": 40000}),
@@ -208,3 +209,61 @@ def test_one_workload_dry_run_admit_answers_as_its_commit(
         return
     assert fingerprint(engine) == before
     assert engine.admit("c", [w]).results == dry.results
+
+
+class _Recorder:
+    """A journal that keeps every change in memory and never checkpoints."""
+
+    def __init__(self) -> None:
+        self.changes: list[object] = []
+
+    def append(self, change: object) -> None:
+        self.changes.append(change)
+
+    def wants_checkpoint(self, cluster_id: str, generation: int) -> bool:
+        return False
+
+    def checkpoint(self, cluster_id: str, generation: int, snapshot: object) -> None:
+        raise AssertionError("never asked for")
+
+
+def _general_admit(engine: Engine, w: Workload, request_id: str) -> object:
+    """A one-workload committed Admit through the general batch path (``_mutate``)."""
+    return engine._mutate(
+        "c", "admit", request_id, 0, False, lambda s: batch.admit(s, [w], Order.FIFO, 5)
+    )
+
+
+@settings(max_examples=80)
+@given(calls=calls, singles=st.lists(st.tuples(workloads, st.sampled_from(["", "r1", "r2"]))))
+def test_committed_one_workload_admit_equals_the_batch_path(
+    calls: list[tuple[object, ...]], singles: list[tuple[Workload, str]]
+) -> None:
+    """Committed one-workload Admits (their lean path) give the batch path's answers, errors,
+    state, task mix and journal, request ids remembered alike."""
+    engines = []
+    for _ in range(2):
+        engine = Engine(clock=lambda: 5, journal=_Recorder())  # type: ignore[arg-type]
+        engine.push_snapshot("c", Snapshot(NODES, SCOPES))
+        for call in calls:
+            try:
+                run_call(engine, call, dry_run=False)
+            except StrataError:
+                continue
+        engines.append(engine)
+    lean, general = engines
+    for w, request_id in singles:
+        outcomes = []
+        for engine, admit in (
+            (lean, lambda e, w=w, r=request_id: e.admit("c", [w], request_id=r)),
+            (general, lambda e, w=w, r=request_id: _general_admit(e, w, r)),
+        ):
+            try:
+                outcomes.append(admit(engine))
+            except StrataError as exc:
+                outcomes.append((type(exc), str(exc)))
+        assert outcomes[0] == outcomes[1]
+        assert fingerprint(lean) == fingerprint(general)
+    states = [e.store._slots["c"].state for e in engines]
+    assert states[0].task_mix.typical(1.0) == states[1].task_mix.typical(1.0)  # type: ignore[union-attr]
+    assert lean.journal.changes == general.journal.changes  # type: ignore[union-attr]
