@@ -192,13 +192,7 @@ def test_one_workload_dry_run_admit_answers_as_its_commit(
     calls: list[tuple[object, ...]], w: Workload
 ) -> None:
     """A one-workload dry-run Admit (no transaction) answers exactly as committing it does."""
-    engine = Engine(clock=lambda: 5)
-    engine.push_snapshot("c", Snapshot(NODES, SCOPES))
-    for call in calls:
-        try:
-            run_call(engine, call, dry_run=False)
-        except StrataError:
-            continue
+    engine = _engine_after(calls)
     before = fingerprint(engine)
     try:
         dry = engine.admit("c", [w], dry_run=True)
@@ -209,6 +203,18 @@ def test_one_workload_dry_run_admit_answers_as_its_commit(
         return
     assert fingerprint(engine) == before
     assert engine.admit("c", [w]).results == dry.results
+
+
+def _engine_after(calls: list[tuple[object, ...]], journal: object = None) -> Engine:
+    """An engine holding cluster "c" after ``calls`` (the failing ones skipped)."""
+    engine = Engine(clock=lambda: 5, journal=journal)  # type: ignore[arg-type]
+    engine.push_snapshot("c", Snapshot(NODES, SCOPES))
+    for call in calls:
+        try:
+            run_call(engine, call, dry_run=False)
+        except StrataError:
+            continue
+    return engine
 
 
 class _Recorder:
@@ -241,16 +247,7 @@ def test_committed_one_workload_admit_equals_the_batch_path(
 ) -> None:
     """Committed one-workload Admits (their lean path) give the batch path's answers, errors,
     state, task mix and journal, request ids remembered alike."""
-    engines = []
-    for _ in range(2):
-        engine = Engine(clock=lambda: 5, journal=_Recorder())  # type: ignore[arg-type]
-        engine.push_snapshot("c", Snapshot(NODES, SCOPES))
-        for call in calls:
-            try:
-                run_call(engine, call, dry_run=False)
-            except StrataError:
-                continue
-        engines.append(engine)
+    engines = [_engine_after(calls, _Recorder()), _engine_after(calls, _Recorder())]
     lean, general = engines
     for w, request_id in singles:
         outcomes = []
