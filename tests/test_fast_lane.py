@@ -263,6 +263,7 @@ def test_batch_place_equals_the_general_path(
         e.place("c", [Workload("running", "b", {"cpu": 4000, "gpu": 1000})])
     before = fast.snapshot("c")
     kwargs = {"order": order, "options": options, "dry_run": dry_run}
+    epochs = _epochs(fast), _epochs(general)
     got = fast.place("c", workloads, **kwargs)  # type: ignore[arg-type]
     want = _general(general, workloads, **kwargs)
     assert got == want
@@ -270,7 +271,27 @@ def test_batch_place_equals_the_general_path(
         assert fast.snapshot("c") == before
     else:
         assert fast.snapshot("c") == general.snapshot("c")
+        assert _matrix(fast, epochs[0]) == _matrix(general, epochs[1])
     _consistent(fast)
+
+
+def _epochs(engine: Engine) -> int:
+    with engine.store.slot("c") as slot:
+        return slot.require("c").matrix.epoch
+
+
+def _matrix(engine: Engine, epoch: int) -> tuple[object, ...]:
+    """The node matrix's arrays, versions and journal (and whether a new journal was begun)."""
+    with engine.store.slot("c") as slot:
+        m = slot.require("c").matrix
+        return (
+            m.allocated.tolist(),
+            m.free.tolist(),
+            m.gpu_free.tolist(),
+            m.version.tolist(),
+            m.journal_since(0).tolist(),
+            m.epoch == epoch,
+        )
 
 
 def test_a_failure_after_a_committed_run_changes_nothing() -> None:
@@ -279,7 +300,7 @@ def test_a_failure_after_a_committed_run_changes_nothing() -> None:
     engine.push_snapshot("c", Snapshot(NODES, (scope("org"),)))
     before = engine.snapshot("c")
     workloads = [Workload(f"w{i}", "org", {"cpu": 1000}) for i in range(FAST * 4)]
-    real = fast_place.place_batch
+    real = fast_place.place_columns
     calls = []
 
     def fail_second(*args: object, **kwargs: object) -> object:
@@ -289,7 +310,7 @@ def test_a_failure_after_a_committed_run_changes_nothing() -> None:
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     with (
-        mock.patch.object(fast_place, "place_batch", fail_second),
+        mock.patch.object(fast_place, "place_columns", fail_second),
         mock.patch.object(fast_place, "FAST_PATH_MAX", FAST),
         pytest.raises(RuntimeError),
     ):

@@ -21,9 +21,11 @@ import numpy as np
 from strata_policy.kernels import FragArrays, refresh_frag_rows
 from strata_policy.model.objects import HOSTNAME_KEY, Placement, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU
+from strata_policy.policy import values
 from strata_policy.policy.explain import MODEL_MISMATCH, SELECTOR_MISMATCH, UNSCHEDULABLE
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
+from strata_policy.state.validate import MAX_DEVICES_PER_NODE
 
 _MAX_CACHED = 1024
 _MAX_FRAG_CACHED = 8
@@ -84,6 +86,7 @@ def static_mask(matrix: NodeMatrix, workload: Workload) -> StaticMask:
 
 
 _MAX_PLACEMENTS = 1 << 17
+_ONE_DEVICE = tuple((d,) for d in range(MAX_DEVICES_PER_NODE))  # shared one-device tuples
 
 
 def placement_cache(matrix: NodeMatrix) -> dict[tuple[int, tuple[int, ...]], Placement]:
@@ -103,8 +106,63 @@ def placement_of(matrix: NodeMatrix, node: int, devices: tuple[int, ...]) -> Pla
     key = (node, devices)
     found = cache.get(key)
     if found is None:
-        found = cache[key] = Placement(matrix.nodes[node].id, devices)
+        found = cache[key] = values.placement(matrix.nodes[node].id, devices)
     return found
+
+
+def batch_placements(
+    matrix: NodeMatrix,
+    placed: np.ndarray,
+    replicas: np.ndarray,
+    n_devices: np.ndarray,
+    offsets: np.ndarray,
+    node: np.ndarray,
+    devices: np.ndarray,
+) -> list[tuple[Placement, ...]]:
+    """Per workload of a kernel batch, its placements (``()`` where ``placed`` is false).
+
+    A single replica on at most one device (nearly every workload of a big batch) is looked up
+    by an integer code of (node, device) in a cache of one-placement tuples shared by copies of
+    the matrix (a tuple and its ``Placement`` are immutable, and building them costs more than
+    finding the node), one C-level ``map`` for the whole batch; the misses (a node's first use,
+    gangs, several devices) are built afterwards, through ``placement_of``'s cache.
+    """
+    width = devices.shape[1]
+    code = np.full(len(replicas), -1, dtype=np.int64)
+    single = placed & (replicas == 1) & (n_devices <= 1)
+    rows = offsets[single]
+    code[single] = node[rows] * (width + 1) + (devices[rows, 0] + 1 if width else 0)
+    cache: dict[int, tuple[Placement, ...]] = matrix.shared("replica-tuples", dict)
+    if len(cache) > _MAX_PLACEMENTS:
+        cache.clear()
+    out: list[tuple[Placement, ...] | None] = list(map(cache.get, code.tolist()))
+    misses = [w for w, found in enumerate(out) if found is None]
+    if not misses:
+        return out  # type: ignore[return-value]  # no None left
+    placed_list, reps, k_list = placed.tolist(), replicas.tolist(), n_devices.tolist()
+    base, codes, nodes = offsets.tolist(), code.tolist(), node.tolist()
+    first_device = devices[:, 0].tolist()
+    widest = max(k_list, default=0)
+    dev_list = devices[:, :widest].tolist() if widest > 1 else []
+    ids = matrix.nodes
+    new_placement = values.placement
+    for w in misses:
+        c = codes[w]
+        if c >= 0:  # one replica, at most one device: not cached yet
+            i = base[w]
+            d = first_device[i]
+            out[w] = cache[c] = (new_placement(ids[nodes[i]].id, _ONE_DEVICE[d] if d >= 0 else ()),)
+        elif not placed_list[w]:
+            out[w] = ()
+        else:
+            k = k_list[w]
+            first = base[w]
+            out[w] = tuple(
+                placement_of(matrix, nodes[i], tuple(dev_list[i][:k]) if k > 1 else
+                             _ONE_DEVICE[first_device[i]] if k else ())
+                for i in range(first, first + reps[w])
+            )  # fmt: skip
+    return out  # type: ignore[return-value]  # every None replaced
 
 
 def spread_codes(matrix: NodeMatrix, key: str) -> np.ndarray:

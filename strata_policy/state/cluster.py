@@ -15,6 +15,7 @@ from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Placement, RunningWorkload, Snapshot
 from strata_policy.model.resources import Resources
 from strata_policy.quota import QuotaTree
+from strata_policy.state.allocation import ReplicaRows
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskMix
 
@@ -147,6 +148,7 @@ class ClusterState:
         self,
         rws: Sequence[RunningWorkload],
         charges: Mapping[str, Resources] | None = None,
+        rows: ReplicaRows | None = None,
     ) -> None:
         """``add`` for each of ``rws`` in order, as one change: the same state afterwards (same
         usage, allocations and admission order), with the tree charged once per scope and the
@@ -154,8 +156,11 @@ class ClusterState:
 
         ``charges``, when the caller has summed them already, must be ``rws``' ``request ×
         replicas`` per scope (``quota.RunAdmitted.totals`` less what was not placed); absent,
-        they are summed here. Raises before changing anything: ``InvalidArgument`` when an id is
-        held already or repeated, ``ValueError`` when a replica does not fit where it is placed.
+        they are summed here. ``rows``, when the caller has them (a kernel's answer,
+        ``PlacedBatch.rows``), must be ``rws``' placed replicas in order, as arrays: the nodes
+        are then allocated from them, without reading the placements again. Raises before
+        changing anything: ``InvalidArgument`` when an id is held already or repeated,
+        ``ValueError`` when a replica does not fit where it is placed.
         """
         if not rws:
             return
@@ -169,7 +174,7 @@ class ClusterState:
                         "workload.id", f"workload {wid!r} is already admitted"
                     )
                 seen.add(wid)
-        self._allocate_all(rws)
+        self._allocate_all(rws, rows)
         for scope_id, amounts in (_charges(rws) if charges is None else charges).items():
             self.tree.charge(scope_id, amounts)
         seq = self._seq
@@ -229,13 +234,15 @@ class ClusterState:
         for p in placements:
             self.matrix.deallocate(self.matrix.index[p.node_id], request, p.gpu_devices)
 
-    def _allocate_all(self, rws: Sequence[RunningWorkload]) -> None:
+    def _allocate_all(self, rws: Sequence[RunningWorkload], rows: ReplicaRows | None) -> None:
         """Allocate every placed replica of ``rws``, or nothing (``ValueError``)."""
         matrix = self.matrix
-        replicas = sum(len(rw.placements) for rw in rws)
+        replicas = len(rows) if rows is not None else sum(len(rw.placements) for rw in rws)
         if not replicas:
             return
-        if replicas * BULK_ALLOCATE_FRACTION >= len(matrix) and matrix.allocate_running(rws):
+        if replicas * BULK_ALLOCATE_FRACTION >= len(matrix) and (
+            matrix.allocate_rows(rows) if rows is not None else matrix.allocate_running(rws)
+        ):
             return
         done: list[tuple[Resources, Placement]] = []
         try:

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from strata_policy.model import Decision, Order, RunningWorkload, Workload, WorkloadResult
-from strata_policy.policy.placement import PlacementOptions, place_batch
+from strata_policy.policy import values
+from strata_policy.policy.placement import PlacementOptions, place_batch, place_columns
 from strata_policy.quota import RunAdmitted, admit_all, batch_order, decide_admit
 from strata_policy.state.cluster import ClusterState
 
@@ -71,33 +72,36 @@ def _place_admitted_run(
     results: list[WorkloadResult],
 ) -> None:
     """Place a run the quota lane admitted in full; commit the placed ones, report the rest
-    UNPLACED (they hold nothing, as when placed one by one)."""
-    outcomes = place_batch(state.matrix, run, options)
+    UNPLACED (they hold nothing, as when placed one by one).
+
+    The kernel's columns are committed as they are: placed workloads' values are built through
+    their slots (``policy.values``) and their replicas allocated from the kernel's arrays
+    (``PlacedBatch.rows``); only an unplaced workload gets a ``PlacementOutcome``, for its
+    reasons."""
+    batch = place_columns(state.matrix, run, options)
+    chosen, scores = batch.placements, batch.scores
     placed: list[RunningWorkload] = []
     charges = admitted.totals
-    for w, outcome, lent in zip(run, outcomes, admitted.borrowed, strict=True):
-        placements = outcome.placements
+    for i, (w, lent) in enumerate(zip(run, admitted.borrowed, strict=True)):
+        placements = chosen[i]
         if placements:
-            placed.append(RunningWorkload(w, placements, now_ms))
-            results.append(
-                WorkloadResult(
-                    w.id, Decision.PLACED, placements, borrowed=lent, score=outcome.score
-                )
+            placed.append(values.running(w, placements, now_ms))
+            results.append(values.placed_result(w.id, placements, lent, scores[i]))
+            continue
+        if charges is admitted.totals:
+            charges = {sid: dict(amounts) for sid, amounts in charges.items()}
+        _uncharge(charges, w)
+        outcome = batch.outcome(i)
+        results.append(
+            WorkloadResult(
+                w.id,
+                Decision.UNPLACED,
+                reasons=outcome.reasons,
+                borrowed=lent,
+                explanation=outcome.explanation,
             )
-        else:
-            if charges is admitted.totals:
-                charges = {sid: dict(amounts) for sid, amounts in charges.items()}
-            _uncharge(charges, w)
-            results.append(
-                WorkloadResult(
-                    w.id,
-                    Decision.UNPLACED,
-                    reasons=outcome.reasons,
-                    borrowed=lent,
-                    explanation=outcome.explanation,
-                )
-            )
-    state.add_many(placed, charges)
+        )
+    state.add_many(placed, charges, batch.rows)
 
 
 def _uncharge(charges: dict[str, dict[str, int]], w: Workload) -> None:

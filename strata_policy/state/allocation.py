@@ -1,0 +1,125 @@
+"""Allocating many replicas on a ``NodeMatrix`` at once, exactly as one by one.
+
+A batch commit or a snapshot build allocates thousands of replicas; ``NodeMatrix.allocate``
+costs a fit check and a few numpy scalar writes each. Here the replicas are arrays
+(``ReplicaRows``: node, request row, devices per replica) and the whole set is checked and
+applied in a handful of vectorised steps.
+
+**Why the sums suffice.** Amounts are never negative, so every prefix of the replicas asks a
+node (or a device) for at most what all of them ask: the replicas fit one by one in their order
+exactly when, per node and column, the sum of their requests is within ``free``, and per device
+the sum of the milli they take is within its free milli. A whole device (``k × 1000``) takes
+1000 milli, which fits a device only when it is fully free and nothing else on it adds up, as
+``NodeMatrix.replica_fit_error`` demands one at a time. Devices that do not exist, or a replica
+naming a different number of devices than its GPU request needs, are refused too.
+
+The result is the very state of ``allocate`` one by one in the rows' order: the same
+``allocated``/``free``/``gpu_free``, each node's ``version`` bumped once per replica on it, and
+the journal holding the replicas' nodes in order (``NodeMatrix.record_changes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from strata_policy.model.objects import RunningWorkload
+from strata_policy.model.resources import MILLI_PER_GPU
+
+if TYPE_CHECKING:
+    from strata_policy.state.nodes import NodeMatrix
+
+_GPU_COL = 2  # ``nodes.GPU_COL`` (not imported: nodes imports this module)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaRows:
+    """Replicas in the order they are allocated: replica ``i`` takes ``req[i]`` (a request row
+    over the matrix's columns) on node ``node[i]`` and the GPU devices ``devices[i]`` (-1
+    padded; any width)."""
+
+    node: np.ndarray
+    req: np.ndarray
+    devices: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.node.shape[0])
+
+
+def running_rows(matrix: NodeMatrix, workloads: Sequence[RunningWorkload]) -> ReplicaRows | None:
+    """The placed replicas of ``workloads`` as rows (workload order, then replica order);
+    ``None`` when a request names a resource no node has (it cannot fit anywhere) or a
+    placement names a negative device (one that does not exist, not padding)."""
+    col = matrix.resource_index
+    width = len(matrix.resources)
+    index = matrix.index
+    nodes: list[int] = []
+    vectors: list[list[int]] = []
+    devices: list[tuple[int, ...]] = []
+    widest = 0
+    for rw in workloads:
+        if not rw.placements:
+            continue
+        vector = [0] * width
+        for r, amount in rw.workload.request.items():
+            if amount:
+                c = col.get(r)
+                if c is None:
+                    return None
+                vector[c] = amount
+        for p in rw.placements:
+            d = p.gpu_devices
+            if d and min(d) < 0:
+                return None
+            nodes.append(index[p.node_id])
+            vectors.append(vector)
+            devices.append(d)
+            widest = max(widest, len(d))
+    dev = np.full((len(nodes), widest), -1, dtype=np.int64)
+    for i, d in enumerate(devices):
+        if d:
+            dev[i, : len(d)] = d
+    req = np.asarray(vectors, dtype=np.int64).reshape(len(nodes), width)
+    return ReplicaRows(np.asarray(nodes, dtype=np.int64), req, dev)
+
+
+def allocate_rows(matrix: NodeMatrix, rows: ReplicaRows) -> bool:
+    """Allocate every replica of ``rows`` if all of them fit (see the module docstring), and
+    return True; otherwise change nothing and return False (the caller allocates one by one
+    to say which replica fails)."""
+    count = len(rows)
+    if count == 0:
+        return True
+    node, req, devices = rows.node, rows.req, rows.devices
+    n_nodes = len(matrix)
+    if node.min() < 0 or node.max() >= n_nodes or (req < 0).any():
+        return False
+    added = np.zeros_like(matrix.allocated)
+    np.add.at(added, node, req)
+    if (added > matrix.free).any():
+        return False
+    gpu = req[:, _GPU_COL]
+    wanted = np.where(gpu >= MILLI_PER_GPU, gpu // MILLI_PER_GPU, (gpu > 0).astype(np.int64))
+    taken = devices >= 0
+    if not np.array_equal(taken.sum(axis=1), wanted):
+        return False
+    used = None
+    if taken.any():
+        owner = np.broadcast_to(node[:, None], devices.shape)[taken]
+        device = devices[taken]
+        if (device >= matrix.gpu_devices[owner]).any():
+            return False
+        per = np.minimum(gpu, MILLI_PER_GPU)
+        used = np.zeros_like(matrix.gpu_free)
+        np.add.at(used, (owner, device), np.broadcast_to(per[:, None], devices.shape)[taken])
+        if (used > np.maximum(matrix.gpu_free, 0)).any():
+            return False
+    matrix.allocated += added
+    matrix.free -= added
+    if used is not None:
+        matrix.gpu_free -= used
+    matrix.record_changes(node)
+    return True
