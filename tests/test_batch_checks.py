@@ -18,6 +18,7 @@ from strata_policy.model import (
 )
 from strata_policy.model.resources import MAX_AMOUNT
 from strata_policy.policy import values
+from strata_policy.quota import groups
 from strata_policy.state import validate
 from strata_policy.state.cluster import ClusterState
 from strata_policy.testing import node, scope
@@ -141,3 +142,43 @@ def test_whole_batch_check_refuses_nan_amounts_it_cannot_order() -> None:
 def test_whole_batch_check_cases(batch: list[Workload], plain: bool) -> None:
     """Named batches the whole-batch check passes or sends to the walk."""
     assert requests._plainly_valid(_state(), batch) is plain
+
+
+alike = st.builds(
+    Workload,
+    id=st.just("w"),
+    scope_id=st.sampled_from(["org", "team"]),
+    request=st.sampled_from(
+        [{"cpu": 1}, {"cpu": 1, "gpu": 500}, {"gpu": 500, "cpu": 1}, {"cpu": True}, {}]
+    ),
+    replicas=st.integers(1, 2),
+    node_selector=st.sampled_from([{}, {"zone": "a"}, {"cpu": "1"}]),
+    gpu_model=st.sampled_from(["", "A100"]),
+    spread_key=st.sampled_from(["", "zone"]),
+)
+
+
+@settings(max_examples=200)
+@given(workloads=st.lists(alike, max_size=12))
+def test_groups_hold_workloads_alike_in_all_the_lane_reads(workloads: list[Workload]) -> None:
+    """Workloads of one group agree on scope, request, replicas, selector, model and spread;
+    groups are numbered by first appearance and their sizes add up."""
+    found = groups.group(workloads)
+    assert len(found.group) == len(workloads)
+    assert sum(found.sizes) == len(workloads)
+    seen: list[int] = []
+    for w, g in zip(workloads, found.group, strict=True):
+        first = found.firsts[g]
+        assert (w.scope_id, w.request, w.replicas, w.node_selector, w.gpu_model, w.spread_key) == (
+            first.scope_id,
+            first.request,
+            first.replicas,
+            first.node_selector,
+            first.gpu_model,
+            first.spread_key,
+        )
+        if g not in seen:
+            assert g == len(seen)
+            assert w is first
+            seen.append(g)
+    assert found.sizes == [found.group.count(g) for g in range(len(found.firsts))]

@@ -25,6 +25,7 @@ from strata_policy.model.objects import Placement, Workload
 from strata_policy.policy import placement_inputs as inputs
 from strata_policy.policy.explain import SPREAD_CONFLICT, insufficient, unfit_reason
 from strata_policy.policy.placement_cache import place_blocks, place_cached
+from strata_policy.quota.groups import Groups
 from strata_policy.state.allocation import ReplicaRows
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskMix, TaskType, shape_of
@@ -174,9 +175,13 @@ def place_batch(
 
 
 def place_columns(
-    matrix: NodeMatrix, workloads: Sequence[Workload], options: PlacementOptions
+    matrix: NodeMatrix,
+    workloads: Sequence[Workload],
+    options: PlacementOptions,
+    groups: Groups | None = None,
 ) -> PlacedBatch:
-    """``place_batch``'s answer as a ``PlacedBatch`` (columns; outcomes on demand)."""
+    """``place_batch``'s answer as a ``PlacedBatch`` (columns; outcomes on demand);
+    ``groups`` is ``quota.groups.group(workloads)`` when the caller has it."""
     if not workloads:
         return PlacedBatch([], [], None, _no_outcome)
     if options.policy is Policy.FRAGMENTATION_AWARE and not _task_types(options):
@@ -191,7 +196,7 @@ def place_columns(
         return PlacedBatch(
             [o.placements for o in out], [o.score for o in out], None, out.__getitem__
         )
-    return _place(matrix, workloads, options, private=len(workloads) > 1)
+    return _place(matrix, workloads, options, private=len(workloads) > 1, groups=groups)
 
 
 def _no_outcome(i: int) -> PlacementOutcome:
@@ -211,10 +216,11 @@ def _place(
     workloads: Sequence[Workload],
     options: PlacementOptions,
     private: bool,
+    groups: Groups | None = None,
 ) -> PlacedBatch:
     n_work = len(workloads)
     is_random = options.policy is Policy.RANDOM
-    shapes = inputs.batch_shapes(matrix, workloads)
+    shapes = inputs.batch_shapes(matrix, workloads, groups)
     private = private or shapes.gangs
     seeds = np.zeros(n_work, dtype=np.uint64)
     if is_random:

@@ -23,6 +23,7 @@ from strata_policy.model.objects import HOSTNAME_KEY, Placement, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU
 from strata_policy.policy import values
 from strata_policy.policy.explain import MODEL_MISMATCH, SELECTOR_MISMATCH, UNSCHEDULABLE
+from strata_policy.quota.groups import Groups, group
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 from strata_policy.state.validate import MAX_DEVICES_PER_NODE
@@ -255,12 +256,19 @@ class BatchShapes:
     gangs: bool
 
 
-def batch_shapes(matrix: NodeMatrix, workloads: Sequence[Workload]) -> BatchShapes:
-    """The kernel rows of ``workloads`` (see ``BatchShapes``)."""
+def batch_shapes(
+    matrix: NodeMatrix, workloads: Sequence[Workload], groups: Groups | None = None
+) -> BatchShapes:
+    """The kernel rows of ``workloads`` (see ``BatchShapes``); ``groups`` is
+    ``quota.groups.group(workloads)`` when the caller has it. Rows are built per distinct
+    shape, then spread to the workloads by index arrays: nothing here runs per workload but
+    two ``numpy`` gathers and the list of missing resources."""
+    if groups is None:
+        groups = group(workloads)
     index: dict[object, int] = {}
-    shape_id: list[int] = []
+    group_shape: list[int] = []
     firsts: list[Workload] = []
-    for wl in workloads:
+    for wl in groups.firsts:
         selector = wl.node_selector
         key = (
             tuple(wl.request.items()),
@@ -272,7 +280,7 @@ def batch_shapes(matrix: NodeMatrix, workloads: Sequence[Workload]) -> BatchShap
         if found is None:
             found = index[key] = len(firsts)
             firsts.append(wl)
-        shape_id.append(found)
+        group_shape.append(found)
     n_shapes = len(firsts)
     n_res = len(matrix.resources)
     s_req = np.zeros((n_shapes, n_res), dtype=np.int64)
@@ -298,15 +306,17 @@ def batch_shapes(matrix: NodeMatrix, workloads: Sequence[Workload]) -> BatchShap
     s_impossible = np.array([bool(m) for m in s_missing], dtype=np.bool_)
     g = s_req[:, 2]
     s_devices = np.where(g >= MILLI_PER_GPU, g // MILLI_PER_GPU, (g > 0).astype(np.int64))
-    ids = np.array(shape_id, dtype=np.int64)
-    replicas = np.fromiter((wl.replicas for wl in workloads), np.int64, len(workloads))
+    of_group = np.asarray(groups.group, dtype=np.int64)
+    ids = np.asarray(group_shape, dtype=np.int64)[of_group]
+    replicas = np.asarray([w.replicas for w in groups.firsts], dtype=np.int64)[of_group]
+    missing_of = [s_missing[i] for i in group_shape]
     return BatchShapes(
         req=np.ascontiguousarray(s_req[ids]),
         replicas=replicas,
         mask_id=np.ascontiguousarray(s_mask[ids]),
         spread_id=np.ascontiguousarray(s_spread[ids]),
         impossible=np.ascontiguousarray(s_impossible[ids]),
-        missing=[s_missing[i] for i in shape_id],
+        missing=[missing_of[g] for g in groups.group] if any(s_missing) else [""] * len(ids),
         devices=s_devices[ids],
         statics=statics,
         masks=np.stack([st.mask for st in statics]),

@@ -94,27 +94,33 @@ def allocate_rows(matrix: NodeMatrix, rows: ReplicaRows) -> bool:
     if count == 0:
         return True
     node, req, devices = rows.node, rows.req, rows.devices
-    n_nodes = len(matrix)
+    n_nodes, width = matrix.allocated.shape
     if node.min() < 0 or node.max() >= n_nodes or (req < 0).any():
         return False
-    added = np.zeros_like(matrix.allocated)
-    np.add.at(added, node, req)
+    added = np.zeros(n_nodes * width, dtype=np.int64)
+    np.add.at(added, (node[:, None] * width + np.arange(width)).ravel(), req.ravel())
+    added = added.reshape(n_nodes, width)
     if (added > matrix.free).any():
         return False
     gpu = req[:, _GPU_COL]
     wanted = np.where(gpu >= MILLI_PER_GPU, gpu // MILLI_PER_GPU, (gpu > 0).astype(np.int64))
-    taken = devices >= 0
-    if not np.array_equal(taken.sum(axis=1), wanted):
+    if devices.shape[1] > 1 and (devices[:, 1:] >= 0).any():
+        owners, slots = np.nonzero(devices >= 0)  # several devices per replica
+    else:
+        owners = np.flatnonzero(devices[:, 0] >= 0) if devices.shape[1] else wanted[:0]
+        slots = np.zeros_like(owners)
+    if not np.array_equal(np.bincount(owners, minlength=count), wanted):
         return False
     used = None
-    if taken.any():
-        owner = np.broadcast_to(node[:, None], devices.shape)[taken]
-        device = devices[taken]
+    if owners.size:
+        device = devices[owners, slots]
+        owner = node[owners]
         if (device >= matrix.gpu_devices[owner]).any():
             return False
-        per = np.minimum(gpu, MILLI_PER_GPU)
-        used = np.zeros_like(matrix.gpu_free)
-        np.add.at(used, (owner, device), np.broadcast_to(per[:, None], devices.shape)[taken])
+        depth = matrix.gpu_free.shape[1]
+        used = np.zeros(n_nodes * depth, dtype=np.int64)
+        np.add.at(used, owner * depth + device, np.minimum(gpu[owners], MILLI_PER_GPU))
+        used = used.reshape(n_nodes, depth)
         if (used > np.maximum(matrix.gpu_free, 0)).any():
             return False
     matrix.allocated += added

@@ -27,6 +27,7 @@ from strata_policy.model import Decision, Order, RunningWorkload, Workload, Work
 from strata_policy.policy import values
 from strata_policy.policy.placement import PlacementOptions, place_batch, place_columns
 from strata_policy.quota import RunAdmitted, admit_all, batch_order, decide_admit
+from strata_policy.quota.groups import Groups, group
 from strata_policy.state.cluster import ClusterState
 
 FAST_PATH_MIN = 32  # batches from this size place in runs through one kernel call each
@@ -47,9 +48,10 @@ def admit_and_place(
     pos, chunk, lane = 0, FAST_PATH_MIN, FAST_PATH_MAX
     while pos < len(ordered):
         run = [workloads[i] for i in ordered[pos : pos + lane]]
-        admitted = admit_all(state.tree, run, state.capacity)
+        groups = group(run)
+        admitted = admit_all(state.tree, run, state.capacity, groups)
         if admitted is not None:
-            _place_admitted_run(state, run, admitted, options, now_ms, results)
+            _place_admitted_run(state, run, groups, admitted, options, now_ms, results)
             pos += len(run)
             lane = min(lane * 2, FAST_PATH_MAX)
         elif len(run) > FAST_PATH_MIN:
@@ -66,6 +68,7 @@ def admit_and_place(
 def _place_admitted_run(
     state: ClusterState,
     run: list[Workload],
+    groups: Groups,
     admitted: RunAdmitted,
     options: PlacementOptions,
     now_ms: int,
@@ -78,7 +81,7 @@ def _place_admitted_run(
     their slots (``policy.values``) and their replicas allocated from the kernel's arrays
     (``PlacedBatch.rows``); only an unplaced workload gets a ``PlacementOutcome``, for its
     reasons."""
-    batch = place_columns(state.matrix, run, options)
+    batch = place_columns(state.matrix, run, options, groups)
     chosen, scores = batch.placements, batch.scores
     placed: list[RunningWorkload] = []
     charges = admitted.totals
