@@ -5,21 +5,26 @@ A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``
 field, so a ``WorkloadResult`` costs more than the kernel's whole work for one placement, and a
 batch of 10,000 builds three values per workload. Here a value is ``object.__new__`` plus one
 slot-descriptor call per field, about a third of the cost, and equal (``==``) to the value the
-constructor builds. Each builder sets every field: the field names are checked against
-``dataclasses.fields`` at import, so a field added to one of these classes fails loudly here
-instead of leaving a slot unset.
+constructor builds. The ``*_many`` builders go one step further for a batch: they build the
+values column by column, each column one C-level ``map`` of a slot setter over the objects, so
+no Python frame runs per value (about 50 ns a field). Each builder sets every field: the field
+names are checked against ``dataclasses.fields`` at import, so a field added to one of these
+classes fails loudly here instead of leaving a slot unset.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from itertools import repeat
 from typing import Any
 
 from strata_policy.model import Decision, Placement, RunningWorkload, Workload, WorkloadResult
 from strata_policy.model.resources import Resources
 
 _new = object.__new__
+_drain: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend  # runs an iterator in C
 Setter = Callable[[Any, Any], None]
 
 
@@ -77,4 +82,34 @@ def placed_result(
     _W_VICTIMS(out, ())
     _W_SCORE(out, score)
     _W_TEXT(out, "")
+    return out
+
+
+def running_many(
+    workloads: Sequence[Workload], placements: Sequence[tuple[Placement, ...]], admitted_at_ms: int
+) -> list[RunningWorkload]:
+    """``[running(w, p, admitted_at_ms) for w, p in zip(workloads, placements)]``, by column."""
+    out: list[RunningWorkload] = list(map(_new, repeat(RunningWorkload, len(workloads))))
+    _drain(map(_R_WORKLOAD, out, workloads))
+    _drain(map(_R_PLACEMENTS, out, placements))
+    _drain(map(_R_AT, out, repeat(admitted_at_ms)))
+    return out
+
+
+def placed_results(
+    workload_ids: Sequence[str],
+    placements: Sequence[tuple[Placement, ...]],
+    borrowed: Sequence[Resources],
+    scores: Sequence[float],
+) -> list[WorkloadResult]:
+    """``placed_result`` for each row of the columns, by column."""
+    out: list[WorkloadResult] = list(map(_new, repeat(WorkloadResult, len(workload_ids))))
+    _drain(map(_W_ID, out, workload_ids))
+    _drain(map(_W_DECISION, out, repeat(_PLACED)))
+    _drain(map(_W_PLACEMENTS, out, placements))
+    _drain(map(_W_REASONS, out, repeat(())))
+    _drain(map(_W_BORROWED, out, borrowed))
+    _drain(map(_W_VICTIMS, out, repeat(())))
+    _drain(map(_W_SCORE, out, scores))
+    _drain(map(_W_TEXT, out, repeat("")))
     return out

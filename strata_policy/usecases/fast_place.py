@@ -20,8 +20,10 @@ decisions), so the checks cost at most about twice the workloads placed through 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import compress
 
 from strata_policy.model import Decision, Order, RunningWorkload, Workload, WorkloadResult
 from strata_policy.policy import values
@@ -32,6 +34,7 @@ from strata_policy.state.cluster import ClusterState
 
 FAST_PATH_MIN = 32  # batches from this size place in runs through one kernel call each
 FAST_PATH_MAX = 4096
+_ID = operator.attrgetter("id")
 
 
 def admit_and_place(
@@ -77,34 +80,45 @@ def _place_admitted_run(
     """Place a run the quota lane admitted in full; commit the placed ones, report the rest
     UNPLACED (they hold nothing, as when placed one by one).
 
-    The kernel's columns are committed as they are: placed workloads' values are built through
-    their slots (``policy.values``) and their replicas allocated from the kernel's arrays
-    (``PlacedBatch.rows``); only an unplaced workload gets a ``PlacementOutcome``, for its
-    reasons."""
+    The kernel's columns are committed as they are: placed workloads' values are built column
+    by column through their slots (``policy.values``) and their replicas allocated from the
+    kernel's arrays (``PlacedBatch.rows``); only an unplaced workload gets a
+    ``PlacementOutcome``, for its reasons."""
     batch = place_columns(state.matrix, run, options, groups)
-    chosen, scores = batch.placements, batch.scores
-    placed: list[RunningWorkload] = []
+    chosen = batch.placements
+    placed = list(map(bool, chosen))
+    if all(placed):
+        done, lent, scores = run, admitted.borrowed, batch.scores
+        taken = chosen
+    else:
+        done = list(compress(run, placed))
+        lent = list(compress(admitted.borrowed, placed))
+        scores = list(compress(batch.scores, placed))
+        taken = list(compress(chosen, placed))
+    rws = values.running_many(done, taken, now_ms)
+    answers = values.placed_results(list(map(_ID, done)), taken, lent, scores)
     charges = admitted.totals
-    for i, (w, lent) in enumerate(zip(run, admitted.borrowed, strict=True)):
-        placements = chosen[i]
-        if placements:
-            placed.append(values.running(w, placements, now_ms))
-            results.append(values.placed_result(w.id, placements, lent, scores[i]))
-            continue
-        if charges is admitted.totals:
-            charges = {sid: dict(amounts) for sid, amounts in charges.items()}
-        _uncharge(charges, w)
-        outcome = batch.outcome(i)
-        results.append(
-            WorkloadResult(
-                w.id,
-                Decision.UNPLACED,
-                reasons=outcome.reasons,
-                borrowed=lent,
-                explanation=outcome.explanation,
+    if len(answers) == len(run):
+        results.extend(answers)
+    else:
+        charges = {sid: dict(amounts) for sid, amounts in charges.items()}
+        next_placed = iter(answers).__next__
+        for i, w in enumerate(run):
+            if placed[i]:
+                results.append(next_placed())
+                continue
+            _uncharge(charges, w)
+            outcome = batch.outcome(i)
+            results.append(
+                WorkloadResult(
+                    w.id,
+                    Decision.UNPLACED,
+                    reasons=outcome.reasons,
+                    borrowed=admitted.borrowed[i],
+                    explanation=outcome.explanation,
+                )
             )
-        )
-    state.add_many(placed, charges, batch.rows)
+    state.add_many(rws, charges, batch.rows)
 
 
 def _uncharge(charges: dict[str, dict[str, int]], w: Workload) -> None:
