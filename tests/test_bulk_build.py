@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strata_policy.model import Placement, RunningWorkload, Snapshot, Workload
-from strata_policy.state.allocation import ReplicaRows
+from strata_policy.state.allocation import ReplicaRows, running_rows
 from strata_policy.state.cluster import _allocate_one_by_one
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node
@@ -95,3 +95,43 @@ def test_rows_journal_like_one_by_one(before: int, count: int) -> None:
         single.allocate(n, {"cpu": 1}, ())
     assert _state(bulk) == _state(single)
     assert (bulk.epoch == bulk_epoch) == (single.epoch == single_epoch)
+
+
+def _deallocate_one_by_one(m: NodeMatrix, workloads: list[RunningWorkload]) -> bool:
+    try:
+        for rw in reversed(workloads):
+            for p in reversed(rw.placements):
+                m.deallocate(m.index[p.node_id], rw.workload.request, p.gpu_devices)
+    except ValueError:
+        return False
+    return True
+
+
+@settings(max_examples=200)
+@given(workloads=st.lists(running, max_size=6), stray=st.lists(running, max_size=3))
+def test_bulk_deallocation_is_the_inverse_one_by_one(
+    workloads: list[RunningWorkload], stray: list[RunningWorkload]
+) -> None:
+    """deallocate_rows frees what allocate_rows took exactly as deallocate one by one, last
+    first (arrays, versions, journal); it never frees what one by one refuses, and a refusal
+    changes nothing (it may refuse malformed rows one by one lets through: its caller then
+    frees one by one)."""
+    bulk, single = NodeMatrix.from_nodes(NODES), NodeMatrix.from_nodes(NODES)
+    if bulk.allocate_running(workloads):
+        assert single.allocate_running(workloads)
+        rows = running_rows(bulk, workloads)
+        assert rows is not None
+        assert bulk.deallocate_rows(rows)
+        assert _deallocate_one_by_one(single, workloads)
+        assert _state(bulk) == _state(single)
+        assert _state(bulk)[:3] == _state(NodeMatrix.from_nodes(NODES))[:3]
+    fresh, reference = NodeMatrix.from_nodes(NODES), NodeMatrix.from_nodes(NODES)
+    rows = running_rows(fresh, stray)
+    if rows is not None:
+        before = _state(fresh)
+        freed = fresh.deallocate_rows(rows)
+        if freed:
+            assert _deallocate_one_by_one(reference, stray)
+            assert _state(fresh) == _state(reference)
+        else:
+            assert _state(fresh) == before

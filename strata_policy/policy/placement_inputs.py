@@ -87,7 +87,8 @@ def static_mask(matrix: NodeMatrix, workload: Workload) -> StaticMask:
 
 
 _MAX_PLACEMENTS = 1 << 17
-_ONE_DEVICE = tuple((d,) for d in range(MAX_DEVICES_PER_NODE))  # shared one-device tuples
+# ``_DEVICES[d + 1]``: the shared device tuple of one replica on device ``d`` (-1: none)
+_DEVICES: tuple[tuple[int, ...], ...] = ((), *((d,) for d in range(MAX_DEVICES_PER_NODE)))
 
 
 def placement_cache(matrix: NodeMatrix) -> dict[tuple[int, tuple[int, ...]], Placement]:
@@ -140,30 +141,55 @@ def batch_placements(
     misses = [w for w, found in enumerate(out) if found is None]
     if not misses:
         return out  # type: ignore[return-value]  # no None left
-    placed_list, reps, k_list = placed.tolist(), replicas.tolist(), n_devices.tolist()
-    base, codes, nodes = offsets.tolist(), code.tolist(), node.tolist()
-    first_device = devices[:, 0].tolist()
-    widest = max(k_list, default=0)
-    dev_list = devices[:, :widest].tolist() if widest > 1 else []
-    ids = matrix.nodes
-    new_placement = values.placement
-    for w in misses:
-        c = codes[w]
-        if c >= 0:  # one replica, at most one device: not cached yet
-            i = base[w]
-            d = first_device[i]
-            out[w] = cache[c] = (new_placement(ids[nodes[i]].id, _ONE_DEVICE[d] if d >= 0 else ()),)
-        elif not placed_list[w]:
-            out[w] = ()
-        else:
-            k = k_list[w]
-            first = base[w]
-            out[w] = tuple(
-                placement_of(matrix, nodes[i], tuple(dev_list[i][:k]) if k > 1 else
-                             _ONE_DEVICE[first_device[i]] if k else ())
-                for i in range(first, first + reps[w])
-            )  # fmt: skip
+    miss = np.asarray(misses, dtype=np.int64)
+    new = miss[code[miss] >= 0]  # one replica, at most one device, not cached yet: by column
+    if new.size:
+        rows = offsets[new]
+        names = list(map(node_ids(matrix).__getitem__, node[rows].tolist()))
+        devs = list(map(_DEVICES.__getitem__, (devices[rows, 0] + 1).tolist()))
+        made = list(zip(values.placement_many(names, devs)))  # zip of one: 1-tuples
+        cache.update(zip(code[new].tolist(), made, strict=True))
+        for w, one in zip(new.tolist(), made, strict=True):
+            out[w] = one
+    rest = miss[code[miss] < 0].tolist()
+    if rest:
+        _gangs_and_unplaced(matrix, out, rest, placed, replicas, n_devices, offsets, node, devices)
     return out  # type: ignore[return-value]  # every None replaced
+
+
+def _gangs_and_unplaced(
+    matrix: NodeMatrix,
+    out: list[tuple[Placement, ...] | None],
+    rest: list[int],
+    placed: np.ndarray,
+    replicas: np.ndarray,
+    n_devices: np.ndarray,
+    offsets: np.ndarray,
+    node: np.ndarray,
+    devices: np.ndarray,
+) -> None:
+    """``batch_placements`` for unplaced workloads, gangs and several devices."""
+    placed_list, reps, k_list = placed.tolist(), replicas.tolist(), n_devices.tolist()
+    base, nodes = offsets.tolist(), node.tolist()
+    widest = max(k_list, default=0)
+    dev_list = devices[:, : max(widest, 1)].tolist()
+    for w in rest:
+        if not placed_list[w]:
+            out[w] = ()
+            continue
+        k = k_list[w]
+        first = base[w]
+        chosen = []
+        for i in range(first, first + reps[w]):
+            devs = tuple(dev_list[i][:k]) if k > 1 else _DEVICES[dev_list[i][0] + 1] if k else ()
+            chosen.append(placement_of(matrix, nodes[i], devs))
+        out[w] = tuple(chosen)
+
+
+def node_ids(matrix: NodeMatrix) -> list[str]:
+    """The nodes' ids in matrix order (shared by copies)."""
+    ids: list[str] = matrix.shared("node-ids", lambda: [nd.id for nd in matrix.nodes])
+    return ids
 
 
 def spread_codes(matrix: NodeMatrix, key: str) -> np.ndarray:

@@ -85,6 +85,16 @@ def placed_result(
     return out
 
 
+def placement_many(
+    node_ids: Sequence[str], gpu_devices: Sequence[tuple[int, ...]]
+) -> list[Placement]:
+    """``[placement(n, d) for n, d in zip(node_ids, gpu_devices)]``, by column."""
+    out: list[Placement] = list(map(_new, repeat(Placement, len(node_ids))))
+    _drain(map(_P_NODE, out, node_ids))
+    _drain(map(_P_DEVICES, out, gpu_devices))
+    return out
+
+
 def running_many(
     workloads: Sequence[Workload], placements: Sequence[tuple[Placement, ...]], admitted_at_ms: int
 ) -> list[RunningWorkload]:

@@ -90,18 +90,56 @@ def allocate_rows(matrix: NodeMatrix, rows: ReplicaRows) -> bool:
     """Allocate every replica of ``rows`` if all of them fit (see the module docstring), and
     return True; otherwise change nothing and return False (the caller allocates one by one
     to say which replica fails)."""
-    count = len(rows)
-    if count == 0:
+    if len(rows) == 0:
         return True
+    sums = _sums(matrix, rows)
+    if sums is None:
+        return False
+    added, used = sums
+    if (added > matrix.free).any() or (used > np.maximum(matrix.gpu_free, 0)).any():
+        return False
+    matrix.allocated += added
+    matrix.free -= added
+    matrix.gpu_free -= used
+    matrix.record_changes(rows.node)
+    return True
+
+
+def deallocate_rows(matrix: NodeMatrix, rows: ReplicaRows) -> bool:
+    """The exact inverse of ``allocate_rows``: ``deallocate`` of each replica of ``rows``, last
+    first (the same arrays, versions and journal), if each held what it frees; otherwise
+    change nothing and return False. By the module's argument in reverse: the replicas free
+    their amounts one by one exactly when the sums fit in what is allocated, and per device
+    in what is taken (1000 minus the free milli of a device that exists)."""
+    if len(rows) == 0:
+        return True
+    sums = _sums(matrix, rows)
+    if sums is None:
+        return False
+    freed, given = sums
+    taken = np.where(matrix.gpu_free >= 0, MILLI_PER_GPU - matrix.gpu_free, 0)
+    if (freed > matrix.allocated).any() or (given > taken).any():
+        return False
+    matrix.allocated -= freed
+    matrix.free += freed
+    matrix.gpu_free += given
+    matrix.record_changes(rows.node[::-1])
+    return True
+
+
+def _sums(matrix: NodeMatrix, rows: ReplicaRows) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per node and column the rows' amounts, per node and device the milli they take; None
+    when the rows are malformed (a node or device that does not exist, a negative amount, a
+    replica naming another number of devices than its GPU request needs)."""
     node, req, devices = rows.node, rows.req, rows.devices
+    count = len(rows)
     n_nodes, width = matrix.allocated.shape
+    depth = matrix.gpu_free.shape[1]
+    amounts = np.zeros(n_nodes * width, dtype=np.int64)
+    milli = np.zeros(n_nodes * depth, dtype=np.int64)
     if node.min() < 0 or node.max() >= n_nodes or (req < 0).any():
-        return False
-    added = np.zeros(n_nodes * width, dtype=np.int64)
-    np.add.at(added, (node[:, None] * width + np.arange(width)).ravel(), req.ravel())
-    added = added.reshape(n_nodes, width)
-    if (added > matrix.free).any():
-        return False
+        return None
+    np.add.at(amounts, (node[:, None] * width + np.arange(width)).ravel(), req.ravel())
     gpu = req[:, _GPU_COL]
     wanted = np.where(gpu >= MILLI_PER_GPU, gpu // MILLI_PER_GPU, (gpu > 0).astype(np.int64))
     if devices.shape[1] > 1 and (devices[:, 1:] >= 0).any():
@@ -110,22 +148,11 @@ def allocate_rows(matrix: NodeMatrix, rows: ReplicaRows) -> bool:
         owners = np.flatnonzero(devices[:, 0] >= 0) if devices.shape[1] else wanted[:0]
         slots = np.zeros_like(owners)
     if not np.array_equal(np.bincount(owners, minlength=count), wanted):
-        return False
-    used = None
+        return None
     if owners.size:
         device = devices[owners, slots]
         owner = node[owners]
         if (device >= matrix.gpu_devices[owner]).any():
-            return False
-        depth = matrix.gpu_free.shape[1]
-        used = np.zeros(n_nodes * depth, dtype=np.int64)
-        np.add.at(used, owner * depth + device, np.minimum(gpu[owners], MILLI_PER_GPU))
-        used = used.reshape(n_nodes, depth)
-        if (used > np.maximum(matrix.gpu_free, 0)).any():
-            return False
-    matrix.allocated += added
-    matrix.free -= added
-    if used is not None:
-        matrix.gpu_free -= used
-    matrix.record_changes(node)
-    return True
+            return None
+        np.add.at(milli, owner * depth + device, np.minimum(gpu[owners], MILLI_PER_GPU))
+    return amounts.reshape(n_nodes, width), milli.reshape(n_nodes, depth)

@@ -397,6 +397,10 @@ class NodeMatrix:
         """``allocate_running`` for replicas given as arrays (``allocation.ReplicaRows``)."""
         return allocation.allocate_rows(self, rows)
 
+    def deallocate_rows(self, rows: ReplicaRows) -> bool:
+        """The exact inverse of ``allocate_rows`` (``allocation.deallocate_rows``)."""
+        return allocation.deallocate_rows(self, rows)
+
     def record_changes(self, nodes: np.ndarray) -> None:
         """Note that one replica changed on each of ``nodes``, in order, as ``_apply`` does one
         at a time: each node's version is bumped once per entry and the entries are journaled
