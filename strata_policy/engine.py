@@ -391,7 +391,7 @@ class Engine:
                 return finish(state.generation)
             delta = _workload_delta(state)
             state.generation += 1
-            state.task_mix.observe_many(rw.workload for rw in delta.upsert_workloads)
+            state.task_mix.observe_many(list(map(_WORKLOAD, delta.upsert_workloads)))
             if self.journal is not None:
                 self._journal(
                     Change(cluster_id, state.generation, ChangeKind.DELTA, delta=delta), state
@@ -428,6 +428,7 @@ def _check_options(options: PlacementOptions) -> None:
 
 
 _REPLICAS = operator.attrgetter("replicas")
+_WORKLOAD = operator.attrgetter("workload")
 
 
 def _replicas(workloads: Sequence[Workload]) -> int:
