@@ -9,8 +9,6 @@ as 8 single pods. ``observe`` is a dict increment; ``typical`` is cached until t
 
 from __future__ import annotations
 
-import operator
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -47,21 +45,9 @@ class TaskType:
 
 def shape_of(workload: Workload) -> Shape:
     """The FGD grouping key of one replica of ``workload``."""
-    request = workload.request
-    return _shape(request.get(CPU, 0), request.get(GPU, 0), workload.gpu_model)
-
-
-def _shape(cpu: int, gpu: int, spec: str) -> Shape:
-    """The key of a replica asking ``cpu`` and ``gpu`` milli on models ``spec`` (``A|B``)."""
-    models = "|".join(sorted({m for m in spec.split("|") if m})) if "|" in spec else spec
-    return (int(cpu), int(gpu), models)
-
-
-_REQUEST = operator.attrgetter("request")
-_MODEL = operator.attrgetter("gpu_model")
-_REPLICAS = operator.attrgetter("replicas")
-_CPU = operator.methodcaller("get", CPU, 0)
-_GPU = operator.methodcaller("get", GPU, 0)
+    spec = workload.gpu_model
+    models = "|".join(sorted(workload.gpu_models)) if "|" in spec else spec
+    return (int(workload.request.get(CPU, 0)), int(workload.request.get(GPU, 0)), models)
 
 
 class TaskMix:
@@ -81,28 +67,19 @@ class TaskMix:
     def observe_many(self, workloads: Iterable[Workload]) -> None:
         """``observe`` each workload; the shape is worked out once per distinct (cpu, gpu,
         model) as the workload states them (``shape_of`` is a function of those three alone:
-        it normalises the amounts' type and the order of the models). Those triples are read
-        and counted by C-level passes (``map``, ``Counter``), weighted by replicas only when
-        some workload has more than one, so a big batch of a handful of shapes runs no Python
-        per workload."""
-        batch = workloads if isinstance(workloads, list | tuple) else list(workloads)
-        if not batch:
-            return
-        requests = list(map(_REQUEST, batch))
-        stated = zip(map(_CPU, requests), map(_GPU, requests), map(_MODEL, batch), strict=True)
-        replicas = list(map(_REPLICAS, batch))
-        if max(replicas) == 1 and min(replicas) == 1:
-            seen = Counter(stated)
-        else:
-            seen = Counter()
-            for key, times in zip(stated, replicas, strict=True):
-                seen[key] += times
+        it normalises the amounts' type and the order of the models), so a big batch of a
+        handful of shapes costs two dict reads and a tuple per workload."""
         counts = self._counts
+        shapes: dict[tuple[object, object, str], Shape] = {}
         added = 0
-        for (cpu, gpu, model), times in seen.items():
-            shape = _shape(cpu, gpu, model)
-            counts[shape] = counts.get(shape, 0) + times
-            added += times
+        for w in workloads:
+            request = w.request
+            seen = (request.get(CPU, 0), request.get(GPU, 0), w.gpu_model)
+            key = shapes.get(seen)
+            if key is None:
+                key = shapes[seen] = shape_of(w)
+            counts[key] = counts.get(key, 0) + w.replicas
+            added += w.replicas
         if added:
             self._total += added
             self._cache.clear()
