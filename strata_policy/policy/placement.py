@@ -25,6 +25,7 @@ from strata_policy.model.objects import Placement, Workload
 from strata_policy.policy import placement_inputs as inputs
 from strata_policy.policy.explain import SPREAD_CONFLICT, insufficient, unfit_reason
 from strata_policy.policy.placement_cache import place_blocks, place_cached
+from strata_policy.policy.placements import batch_placements
 from strata_policy.quota.groups import Groups
 from strata_policy.state.allocation import ReplicaRows
 from strata_policy.state.nodes import NodeMatrix
@@ -278,10 +279,10 @@ def _columns(
     matrix: NodeMatrix, result: kernels.BatchArrays, shapes: inputs.BatchShapes
 ) -> PlacedBatch:
     """The kernel's arrays as a ``PlacedBatch``: placements shared through the matrix's caches
-    (``inputs.batch_placements``), the placed replicas' rows cut from the kernel's arrays."""
+    (``placements.batch_placements``), the placed replicas' rows cut from the kernel's arrays."""
     replicas = shapes.replicas
     placed = result.fit == replicas
-    chosen = inputs.batch_placements(
+    chosen = batch_placements(
         matrix, placed, replicas, shapes.devices, result.offsets, result.node, result.devices
     )
     taken = np.repeat(placed, replicas)

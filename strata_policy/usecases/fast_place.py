@@ -5,9 +5,12 @@ a time (``batch._admit_and_place``); two paths get there faster:
 
 - **Quota fast lane.** When ``quota.admit_all`` finds that no limit, guarantee or the headroom
   can bind inside a run of workloads, every workload of the run is ADMITTED (with a known
-  ``borrowed``) whichever of the ones before it end up placed. The run is placed by one
-  ``place_batch`` call and committed with one ``ClusterState.add_many``: no per-workload quota
-  decision, charge or refund.
+  ``borrowed``) whichever of the ones before it end up placed. The run is grouped once
+  (``quota.groups``: the quota sums and the kernel rows are worked out per group), placed by
+  one kernel call (``place_columns``) and committed from the kernel's columns with one
+  ``ClusterState.add_many``: no per-workload quota decision, charge or refund, no
+  ``PlacementOutcome`` for a placed workload, and its replicas allocated from the kernel's
+  arrays.
 - **Chunks decided one by one** (``_decide_and_place``) otherwise, with the kernel still placing
   the chunk in one call and the decisions replayed exactly (see its docstring).
 
