@@ -52,37 +52,59 @@ class ReplicaRows:
 def running_rows(matrix: NodeMatrix, workloads: Sequence[RunningWorkload]) -> ReplicaRows | None:
     """The placed replicas of ``workloads`` as rows (workload order, then replica order);
     ``None`` when a request names a resource no node has (it cannot fit anywhere) or a
-    placement names a negative device (one that does not exist, not padding)."""
+    placement names a negative device (one that does not exist, not padding).
+
+    A snapshot of a million workloads has a few hundred distinct request dicts (the service
+    shares one per distinct request): each becomes a row of a small table once, per identity,
+    and a replica costs its node's index, the table row's number and its first device.
+    """
     col = matrix.resource_index
     width = len(matrix.resources)
     index = matrix.index
+    table: list[list[int]] = []
+    row_of: dict[int, int] = {}  # id(request) -> table row; the dicts live through the call
     nodes: list[int] = []
-    vectors: list[list[int]] = []
-    devices: list[tuple[int, ...]] = []
-    widest = 0
+    rows: list[int] = []
+    first: list[int] = []  # each replica's first device, -1 for none
+    more: list[tuple[int, tuple[int, ...]]] = []  # (replica, devices) of those with several
+    add_node, add_row, add_first = nodes.append, rows.append, first.append
     for rw in workloads:
-        if not rw.placements:
+        placements = rw.placements
+        if not placements:
             continue
-        vector = [0] * width
-        for r, amount in rw.workload.request.items():
-            if amount:
-                c = col.get(r)
-                if c is None:
-                    return None
-                vector[c] = amount
-        for p in rw.placements:
+        request = rw.workload.request
+        row = row_of.get(id(request))
+        if row is None:
+            vector = [0] * width
+            for r, amount in request.items():
+                if amount:
+                    c = col.get(r)
+                    if c is None:
+                        return None
+                    vector[c] = amount
+            row = row_of[id(request)] = len(table)
+            table.append(vector)
+        for p in placements:
             d = p.gpu_devices
-            if d and min(d) < 0:
+            if not d:
+                add_first(-1)
+            elif len(d) == 1 and d[0] >= 0:
+                add_first(d[0])
+            elif min(d) < 0:
                 return None
-            nodes.append(index[p.node_id])
-            vectors.append(vector)
-            devices.append(d)
-            widest = max(widest, len(d))
+            else:
+                add_first(d[0])
+                more.append((len(nodes), d))
+            add_node(index[p.node_id])
+            add_row(row)
+    widest = max((len(d) for _, d in more), default=1)
     dev = np.full((len(nodes), widest), -1, dtype=np.int64)
-    for i, d in enumerate(devices):
-        if d:
-            dev[i, : len(d)] = d
-    req = np.asarray(vectors, dtype=np.int64).reshape(len(nodes), width)
+    dev[:, 0] = first
+    for i, d in more:
+        dev[i, : len(d)] = d
+    req = np.asarray(table, dtype=np.int64).reshape(len(table), width)[
+        np.asarray(rows, dtype=np.int64)
+    ]
     return ReplicaRows(np.asarray(nodes, dtype=np.int64), req, dev)
 
 
