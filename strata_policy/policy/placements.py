@@ -33,8 +33,10 @@ def batch_placements(
     A single replica on at most one device (nearly every workload of a big batch) is looked up
     by an integer code of (node, device) in a cache of one-placement tuples shared by copies of
     the matrix (a tuple and its ``Placement`` are immutable, and building them costs more than
-    finding the node), one C-level ``map`` for the whole batch; the misses (a node's first use,
-    gangs, several devices) are built afterwards, through ``placement_of``'s cache.
+    finding the node), one C-level ``map`` for the whole batch. The misses are built
+    afterwards: the batch's new single placements (a node's or device's first use) by column
+    (``values.placement_many``) and cached; gangs and several devices one at a time, through
+    ``placement_of``'s cache.
     """
     width = devices.shape[1]
     code = np.full(len(replicas), -1, dtype=np.int64)
