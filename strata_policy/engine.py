@@ -20,6 +20,7 @@ generation grows by one, the change goes to the journal before the call returns.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
@@ -441,7 +442,7 @@ class Engine:
                 return finish(state.generation)
             delta = _workload_delta(state)
             state.generation += 1
-            state.task_mix.observe_many(rw.workload for rw in delta.upsert_workloads)
+            state.task_mix.observe_many(list(map(_WORKLOAD, delta.upsert_workloads)))
             if self.journal is not None:
                 self._journal(
                     Change(cluster_id, state.generation, ChangeKind.DELTA, delta=delta), state
@@ -477,12 +478,18 @@ def _check_options(options: PlacementOptions) -> None:
     )
 
 
+_REPLICAS = operator.attrgetter("replicas")
+_WORKLOAD = operator.attrgetter("workload")
+
+
 def _replicas(workloads: Sequence[Workload]) -> int:
     """Replicas a batch asks for (out-of-range counts are the validator's to report)."""
-    total = 0
-    for w in workloads:  # a loop, not a generator: this runs on every Admit
-        total += min(max(w.replicas, 0), validate.MAX_REPLICAS)
-    return total
+    if len(workloads) == 1:  # every Admit of one workload: no list, no min/max
+        return min(max(workloads[0].replicas, 0), validate.MAX_REPLICAS)
+    counts = list(map(_REPLICAS, workloads))
+    if counts and (min(counts) < 0 or max(counts) > validate.MAX_REPLICAS):
+        return sum(min(max(r, 0), validate.MAX_REPLICAS) for r in counts)
+    return sum(counts)
 
 
 def _cluster_id(cluster_id: str) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strata_policy.model import Placement, RunningWorkload, Snapshot, Workload
+from strata_policy.state.allocation import ReplicaRows, running_rows
 from strata_policy.state.cluster import _allocate_one_by_one
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node
@@ -33,20 +36,102 @@ running = st.builds(
 )
 
 
+def _state(m: NodeMatrix) -> tuple[object, ...]:
+    """Arrays, versions and journal (the epoch only as "a new journal was begun")."""
+    return (
+        m.allocated.tolist(),
+        m.free.tolist(),
+        m.gpu_free.tolist(),
+        m.version.tolist(),
+        m.journal_since(0).tolist(),
+    )
+
+
+def _prefilled(before: int) -> tuple[NodeMatrix, int]:
+    """A fresh matrix after ``before`` one-milli CPU replicas on node c (moving the journal
+    towards its end), and its epoch then."""
+    m = NodeMatrix.from_nodes(NODES)
+    for _ in range(before):
+        m.allocate(2, {"cpu": 1}, ())
+    return m, m.epoch
+
+
 @settings(max_examples=300)
-@given(workloads=st.lists(running, max_size=6))
-def test_bulk_allocation_equals_one_by_one(workloads: list[RunningWorkload]) -> None:
-    """Same verdict (fits or not) and, when it fits, the very same arrays."""
+@given(workloads=st.lists(running, max_size=6), before=st.sampled_from([0, 60, 70, 75]))
+def test_bulk_allocation_equals_one_by_one(workloads: list[RunningWorkload], before: int) -> None:
+    """Same verdict (fits or not) and, when it fits, the very same arrays, versions and journal
+    (a journal filled part way starts a new one at the same replica); else nothing changed."""
     snap = Snapshot(NODES, (), tuple(workloads))
-    bulk, single = NodeMatrix.from_nodes(NODES), NodeMatrix.from_nodes(NODES)
+    (bulk, bulk_epoch), (single, single_epoch) = _prefilled(before), _prefilled(before)
+    start = _state(bulk)
     ok = bulk.allocate_running(workloads)
     problems = _allocate_one_by_one(single, snap, "snapshot")
     assert ok == (not problems)
     if ok:
-        assert (bulk.allocated == single.allocated).all()
-        assert (bulk.free == single.free).all()
-        assert (bulk.gpu_free == single.gpu_free).all()
+        assert _state(bulk) == _state(single)
+        assert (bulk.epoch == bulk_epoch) == (single.epoch == single_epoch)
     else:
-        fresh = NodeMatrix.from_nodes(NODES)
-        assert (bulk.allocated == fresh.allocated).all()
-        assert (bulk.gpu_free == fresh.gpu_free).all()
+        assert _state(bulk) == start
+        assert bulk.epoch == bulk_epoch
+
+
+@pytest.mark.parametrize(
+    ("before", "count"),
+    [
+        pytest.param(0, 200, id="journal: wraps twice from empty"),
+        pytest.param(75, 1, id="journal: the replica filling the last slot starts a new one"),
+        pytest.param(74, 1, id="journal: one slot short of full"),
+        pytest.param(10, 0, id="journal: no replicas, nothing written"),
+    ],
+)
+def test_rows_journal_like_one_by_one(before: int, count: int) -> None:
+    """allocate_rows journals and versions exactly as allocate does, across a full journal."""
+    (bulk, bulk_epoch), (single, single_epoch) = _prefilled(before), _prefilled(before)
+    nodes = np.array([i % 3 for i in range(count)], dtype=np.int64)
+    req = np.zeros((count, len(bulk.resources)), dtype=np.int64)
+    req[:, 0] = 1
+    assert bulk.allocate_rows(ReplicaRows(nodes, req, np.full((count, 2), -1, dtype=np.int64)))
+    for n in nodes.tolist():
+        single.allocate(n, {"cpu": 1}, ())
+    assert _state(bulk) == _state(single)
+    assert (bulk.epoch == bulk_epoch) == (single.epoch == single_epoch)
+
+
+def _deallocate_one_by_one(m: NodeMatrix, workloads: list[RunningWorkload]) -> bool:
+    try:
+        for rw in reversed(workloads):
+            for p in reversed(rw.placements):
+                m.deallocate(m.index[p.node_id], rw.workload.request, p.gpu_devices)
+    except ValueError:
+        return False
+    return True
+
+
+@settings(max_examples=200)
+@given(workloads=st.lists(running, max_size=6), stray=st.lists(running, max_size=3))
+def test_bulk_deallocation_is_the_inverse_one_by_one(
+    workloads: list[RunningWorkload], stray: list[RunningWorkload]
+) -> None:
+    """deallocate_rows frees what allocate_rows took exactly as deallocate one by one, last
+    first (arrays, versions, journal); it never frees what one by one refuses, and a refusal
+    changes nothing (it may refuse malformed rows one by one lets through: its caller then
+    frees one by one)."""
+    bulk, single = NodeMatrix.from_nodes(NODES), NodeMatrix.from_nodes(NODES)
+    if bulk.allocate_running(workloads):
+        assert single.allocate_running(workloads)
+        rows = running_rows(bulk, workloads)
+        assert rows is not None
+        assert bulk.deallocate_rows(rows)
+        assert _deallocate_one_by_one(single, workloads)
+        assert _state(bulk) == _state(single)
+        assert _state(bulk)[:3] == _state(NodeMatrix.from_nodes(NODES))[:3]
+    fresh, reference = NodeMatrix.from_nodes(NODES), NodeMatrix.from_nodes(NODES)
+    rows = running_rows(fresh, stray)
+    if rows is not None:
+        before = _state(fresh)
+        freed = fresh.deallocate_rows(rows)
+        if freed:
+            assert _deallocate_one_by_one(reference, stray)
+            assert _state(fresh) == _state(reference)
+        else:
+            assert _state(fresh) == before

@@ -15,7 +15,7 @@ from naive_placement import naive_from_matrix
 from strata_policy.kernels import BlockIndex, BlockLayout, search
 from strata_policy.model import Node, Policy, Workload
 from strata_policy.policy.placement import PlacementOptions, place_batch, place_one
-from strata_policy.policy.placement_inputs import _build_mask
+from strata_policy.policy.static_masks import _build_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 

@@ -12,9 +12,16 @@ workloads = st.builds(
     Workload,
     id=st.just("w"),
     scope_id=st.just("s"),
-    # two equal dicts that are different objects: the per-call memo is keyed by identity
+    # two equal dicts that are different objects, and amounts as bool (an int equal to 1)
     request=st.sampled_from(
-        [{"cpu": 1000}, {"cpu": 2000, "gpu": 500}, {"gpu": 1000}, {"cpu": 1000}]
+        [
+            {"cpu": 1000},
+            {"cpu": 2000, "gpu": 500},
+            {"gpu": 1000},
+            {"cpu": 1000},
+            {"cpu": True},
+            {"cpu": 1},
+        ]
     ),
     replicas=st.integers(1, 3),
     gpu_model=st.sampled_from(["", "A100", "T4|A100", "A100|T4"]),

@@ -12,9 +12,10 @@ the state after its earlier replicas (so a spread gang reports ``spread conflict
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from strata_policy.model.objects import Placement, Workload
 from strata_policy.policy import placement_inputs as inputs
 from strata_policy.policy.explain import SPREAD_CONFLICT, insufficient, unfit_reason
 from strata_policy.policy.placement_cache import place_blocks, place_cached
+from strata_policy.policy.placements import batch_placements
+from strata_policy.quota.groups import Groups
+from strata_policy.state.allocation import ReplicaRows
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskMix, TaskType, shape_of
 
@@ -115,6 +119,33 @@ def _placed(placements: tuple[Placement, ...], score: float) -> PlacementOutcome
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class PlacedBatch:
+    """``place_batch``'s answer in columns, for a caller that commits a batch in bulk.
+
+    ``placements[i]`` is workload ``i``'s placements (``()`` when unplaced) and ``scores[i]``
+    its score; ``rows`` holds the replicas of the placed workloads, in order, as arrays
+    (``NodeMatrix.allocate_rows``), or is ``None`` when the batch did not come from one kernel
+    call. ``outcome(i)`` is workload ``i``'s ``PlacementOutcome``, built on demand: a batch
+    that commits its placements directly builds none, and an unplaced workload's reasons are
+    worked out only when asked for.
+    """
+
+    placements: list[tuple[Placement, ...]]
+    scores: list[float]
+    rows: ReplicaRows | None
+    unplaced: Callable[[int], PlacementOutcome]
+
+    def outcome(self, i: int) -> PlacementOutcome:
+        """Workload ``i``'s outcome."""
+        chosen = self.placements[i]
+        return _placed(chosen, self.scores[i]) if chosen else self.unplaced(i)
+
+    def outcomes(self) -> list[PlacementOutcome]:
+        """Every workload's outcome, in order."""
+        return [self.outcome(i) for i in range(len(self.placements))]
+
+
 def place_one(
     matrix: NodeMatrix, workload: Workload, options: PlacementOptions
 ) -> PlacementOutcome:
@@ -133,7 +164,7 @@ def place_one(
             found = place_blocks(matrix, workload, POLICY_CODES[policy], options.resource_weights)
         if found is not None:
             return _placed(found[0], found[1])
-    return _place(matrix, [workload], options, private=workload.replicas > 1)[0]
+    return _place(matrix, [workload], options, private=workload.replicas > 1).outcome(0)
 
 
 def place_batch(
@@ -141,8 +172,19 @@ def place_batch(
 ) -> list[PlacementOutcome]:
     """Place ``workloads`` in order, each seeing the placed ones before it, each all or
     nothing; does not mutate ``matrix``. Equal to ``place_one`` + commit, one by one."""
+    return place_columns(matrix, workloads, options).outcomes()
+
+
+def place_columns(
+    matrix: NodeMatrix,
+    workloads: Sequence[Workload],
+    options: PlacementOptions,
+    groups: Groups | None = None,
+) -> PlacedBatch:
+    """``place_batch``'s answer as a ``PlacedBatch`` (columns; outcomes on demand);
+    ``groups`` is ``quota.groups.group(workloads)`` when the caller has it."""
     if not workloads:
-        return []
+        return PlacedBatch([], [], None, _no_outcome)
     if options.policy is Policy.FRAGMENTATION_AWARE and not _task_types(options):
         # No mix observed: every workload measures against its own shape, as place_one does.
         scratch = matrix.copy()
@@ -152,8 +194,14 @@ def place_batch(
             for p in outcome.placements:
                 scratch.allocate(scratch.index[p.node_id], wl.request, p.gpu_devices)
             out.append(outcome)
-        return out
-    return _place(matrix, workloads, options, private=len(workloads) > 1)
+        return PlacedBatch(
+            [o.placements for o in out], [o.score for o in out], None, out.__getitem__
+        )
+    return _place(matrix, workloads, options, private=len(workloads) > 1, groups=groups)
+
+
+def _no_outcome(i: int) -> PlacementOutcome:
+    raise IndexError(i)
 
 
 def _task_types(options: PlacementOptions) -> tuple[TaskType, ...]:
@@ -169,10 +217,11 @@ def _place(
     workloads: Sequence[Workload],
     options: PlacementOptions,
     private: bool,
-) -> list[PlacementOutcome]:
+    groups: Groups | None = None,
+) -> PlacedBatch:
     n_work = len(workloads)
     is_random = options.policy is Policy.RANDOM
-    shapes = inputs.batch_shapes(matrix, workloads)
+    shapes = inputs.batch_shapes(matrix, workloads, groups)
     private = private or shapes.gangs
     seeds = np.zeros(n_work, dtype=np.uint64)
     if is_random:
@@ -218,7 +267,7 @@ def _place(
         mask_blocks=shapes.mask_blocks,
         mask_supers=shapes.mask_supers,
     )
-    return _outcomes(matrix, workloads, result, shapes)
+    return _columns(matrix, result, shapes)
 
 
 def _own_shape(workload: Workload) -> TaskType:
@@ -226,42 +275,36 @@ def _own_shape(workload: Workload) -> TaskType:
     return TaskType(cpu, gpu, models, 1.0)
 
 
-def _outcomes(
-    matrix: NodeMatrix,
-    workloads: Sequence[Workload],
-    result: kernels.BatchArrays,
-    shapes: inputs.BatchShapes,
-) -> list[PlacementOutcome]:
-    """The kernel's arrays as outcomes (built through their slots, ``_placed``)."""
-    nodes = matrix.nodes
-    node_list = result.node.tolist()
-    fit = result.fit.tolist()
-    score = result.score.tolist()
-    offsets = result.offsets.tolist()
-    n_dev = shapes.devices.tolist()
-    mask_id = shapes.mask_id.tolist()
-    widest = max(n_dev, default=0)
-    dev_list = result.devices[:, :widest].tolist() if widest else []
-    out: list[PlacementOutcome] = []
-    for w, wl in enumerate(workloads):
-        reps = wl.replicas
-        if fit[w] == reps:
-            base = offsets[w]
-            k = n_dev[w]
-            chosen = tuple(
-                Placement(nodes[node_list[i]].id, tuple(dev_list[i][:k]) if k else ())
-                for i in range(base, base + reps)
-            )
-            out.append(_placed(chosen, score[w]))
-            continue
-        counts = dict(shapes.statics[mask_id[w]].counts)
-        row = result.counts[w].tolist()
-        for c, name in enumerate(matrix.resources):
-            counts[insufficient(name)] = counts.get(insufficient(name), 0) + row[c]
-        counts[SPREAD_CONFLICT] = row[len(matrix.resources)]
-        missing = shapes.missing[w]
-        if missing:
-            counts[insufficient(missing)] = row[len(matrix.resources) + 1]
-        reason = unfit_reason(len(nodes), counts, fit[w], reps)
-        out.append(PlacementOutcome((), 0.0, (reason,), reason.message))
-    return out
+def _columns(
+    matrix: NodeMatrix, result: kernels.BatchArrays, shapes: inputs.BatchShapes
+) -> PlacedBatch:
+    """The kernel's arrays as a ``PlacedBatch``: placements shared through the matrix's caches
+    (``placements.batch_placements``), the placed replicas' rows cut from the kernel's arrays."""
+    replicas = shapes.replicas
+    placed = result.fit == replicas
+    chosen = batch_placements(
+        matrix, placed, replicas, shapes.devices, result.offsets, result.node, result.devices
+    )
+    taken = np.repeat(placed, replicas)
+    owner = np.repeat(np.arange(replicas.shape[0]), replicas)[taken]
+    rows = ReplicaRows(result.node[taken], shapes.req[owner], result.devices[taken])
+    return PlacedBatch(
+        chosen, result.score.tolist(), rows, partial(_unplaced, matrix, result, shapes)
+    )
+
+
+def _unplaced(
+    matrix: NodeMatrix, result: kernels.BatchArrays, shapes: inputs.BatchShapes, w: int
+) -> PlacementOutcome:
+    """Why workload ``w`` was not placed: the static reasons of its mask plus the kernel's
+    per-node counts, aggregated as Kubernetes reports them."""
+    counts = dict(shapes.statics[int(shapes.mask_id[w])].counts)
+    row = result.counts[w].tolist()
+    for c, name in enumerate(matrix.resources):
+        counts[insufficient(name)] = counts.get(insufficient(name), 0) + row[c]
+    counts[SPREAD_CONFLICT] = row[len(matrix.resources)]
+    missing = shapes.missing[w]
+    if missing:
+        counts[insufficient(missing)] = row[len(matrix.resources) + 1]
+    reason = unfit_reason(len(matrix.nodes), counts, int(result.fit[w]), int(shapes.replicas[w]))
+    return PlacementOutcome((), 0.0, (reason,), reason.message)

@@ -30,6 +30,7 @@ import numpy as np
 from strata_policy import kernels
 from strata_policy.model.objects import Placement, Workload
 from strata_policy.policy import placement_inputs as inputs
+from strata_policy.policy.static_masks import static_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 
@@ -112,7 +113,7 @@ def _block_query(
         factors = [float(weights.get(r, 0.0)) for r in names]
     else:
         factors = [1.0 if a > 0 else 0.0 for a in amounts]
-    static = inputs.static_mask(matrix, workload)
+    static = static_mask(matrix, workload)
     return index.query(
         policy=policy,
         req=np.array(amounts, dtype=np.int64),
@@ -199,7 +200,7 @@ def _new_entry(
         capacity=matrix.capacity,
         inv_cap=matrix.inv_capacity,
         inv_max_cap=matrix.inv_max_capacity,
-        mask=inputs.static_mask(matrix, workload).mask,
+        mask=static_mask(matrix, workload).mask,
         req=req,
         weights=np.ascontiguousarray(inputs.weight_rows(matrix, req[None, :], weights)[0]),
         frag=frag if frag is not None else kernels.FragArrays.empty(len(matrix)),

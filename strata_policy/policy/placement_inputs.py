@@ -1,9 +1,7 @@
 """Turning workloads and options into the kernel's arrays, with the caches that make it cheap.
 
-* **Static masks.** Schedulable, selector and model depend only on the (immutable) nodes and the
-  workload's selector/model, so each distinct (selector, models, wants-gpu) gets its mask, its
-  block levels and its static reason counts computed once, in one kernel pass, and shared by
-  every copy of the matrix.
+* **Static masks** (``policy.static_masks``): schedulable, selector and model, once per distinct
+  (selector, models, wants-gpu), shared by every copy of the matrix.
 * **FGD statistics.** The per-(node, shape) ``count_ge``/``below`` statistics depend on the
   nodes' device state and the shapes' per-device milli only. They live in ``matrix.derived``
   with a per-node stamp; a call refreshes just the rows whose ``matrix.version`` moved since
@@ -20,154 +18,17 @@ import numpy as np
 
 from strata_policy.kernels import FragArrays, refresh_frag_rows
 from strata_policy.model.objects import HOSTNAME_KEY, Placement, Workload
-from strata_policy.model.resources import GPU, MILLI_PER_GPU
-from strata_policy.policy.explain import MODEL_MISMATCH, SELECTOR_MISMATCH, UNSCHEDULABLE
+from strata_policy.model.resources import MILLI_PER_GPU
+from strata_policy.policy import values
+from strata_policy.policy.static_masks import StaticMask, static_mask
+from strata_policy.quota.groups import Groups, group
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 
-_MAX_CACHED = 1024
 _MAX_FRAG_CACHED = 8
 
 
-class StaticMask:
-    """A workload's static feasibility: schedulable, node selector, GPU model.
-
-    ``counts`` says how many nodes fail first on each of those, ``blocks``/``supers`` per block
-    and superblock of the matrix's block layout whether any node passes, ``selected`` per node
-    whether it matches the node selector only: inside a block that passes, every node passes
-    schedulable and model (a block's nodes are alike in those), so the block search needs no
-    more. All of that costs work per block plus per selected node (``kernels.blocks.
-    _static_blocks`` and ``NodeMatrix.label_nodes``), which is what a first placement with a new
-    selector pays. ``mask``, every test per node (the batch kernel's scans), is built in one pass
-    over the nodes the first time it is read.
-    """
-
-    __slots__ = ("_mask", "_source", "blocks", "counts", "selected", "supers")
-
-    def __init__(
-        self,
-        source: tuple[NodeMatrix, tuple[tuple[str, str], ...], str, bool],
-        counts: Mapping[str, int],
-        blocks: np.ndarray,
-        supers: np.ndarray,
-        selected: np.ndarray,
-    ) -> None:
-        self._source = source
-        self._mask: np.ndarray | None = None
-        self.counts = counts
-        self.blocks = blocks
-        self.supers = supers
-        self.selected = selected
-
-    @property
-    def mask(self) -> np.ndarray:
-        """Per node, whether it passes every static test (built on first use)."""
-        found = self._mask
-        if found is None:
-            found = self._mask = _node_mask(*self._source)
-        return found
-
-
-def _model_allowed(matrix: NodeMatrix, models: str) -> tuple[np.ndarray, bool]:
-    """Per model code whether ``models`` (``A|B``) allows it, and whether any model goes
-    (cached per spelling on the matrix)."""
-    cache: dict[str, tuple[np.ndarray, bool]] = matrix.shared("models-allowed", dict)
-    found = cache.get(models)
-    if found is None:
-        names = {m for m in models.split("|") if m}
-        found = (np.array([m in names for m in matrix.models], dtype=np.bool_), not names)
-        if len(cache) >= _MAX_CACHED:
-            cache.clear()
-        cache[models] = found
-    return found
-
-
-def _node_mask(
-    matrix: NodeMatrix, selector: tuple[tuple[str, str], ...], models: str, wants_gpu: bool
-) -> np.ndarray:
-    """The static mask node by node, in one pass (``kernels.search.BlockLayout.static_mask``)."""
-    n = len(matrix)
-    codes = np.empty((len(selector), n), dtype=np.int64)
-    wanted = np.empty(len(selector), dtype=np.int64)
-    for k, (key, value) in enumerate(selector):
-        node_codes, values = matrix.label_codes(key)
-        codes[k] = node_codes
-        code = values.get(value)
-        wanted[k] = -2 if code is None else code  # -2: no node has the value
-    allowed, any_model = _model_allowed(matrix, models)
-    mask, *_ = matrix.block_layout().static_mask(
-        schedulable=matrix.schedulable, label_codes=codes, wanted=wanted, model_allowed=allowed,
-        any_model=any_model, model_code=matrix.model_code, gpu_devices=matrix.gpu_devices,
-        wants_gpu=wants_gpu,
-    )  # fmt: skip
-    return mask
-
-
-def _build_mask(
-    matrix: NodeMatrix, selector: tuple[tuple[str, str], ...], models: str, wants_gpu: bool
-) -> StaticMask:
-    """Block levels and counts from the nodes the selector picks (``NodeMatrix.
-    label_selection``; with one label, or none, no node is visited)."""
-    layout = matrix.block_layout()
-    n_blocks = layout.bstart.shape[0] - 1
-    if not selector:
-        hits, selected = matrix.shared("everyone", lambda: _everyone(matrix))
-    elif len(selector) == 1:
-        one = matrix.label_selection(*selector[0])
-        hits, selected = one.block_hits, one.selected
-    else:
-        chosen = matrix.label_selection(*selector[0]).nodes
-        for key, value in selector[1:]:
-            chosen = chosen[matrix.label_selection(key, value).selected[chosen]]
-        hits = np.bincount(layout.block_of[chosen], minlength=n_blocks).astype(np.int64)
-        selected = np.zeros(len(matrix), dtype=np.bool_)
-        selected[chosen] = True
-    allowed, any_model = _model_allowed(matrix, models)
-    blocks, supers, (unschedulable, selector_miss, model_miss) = layout.static_blocks(
-        statics=matrix.block_statics(), hits=hits, model_allowed=allowed, any_model=any_model,
-        wants_gpu=wants_gpu,
-    )  # fmt: skip
-    counts = {
-        UNSCHEDULABLE: unschedulable,
-        SELECTOR_MISMATCH: selector_miss,
-        MODEL_MISMATCH: model_miss,
-    }
-    return StaticMask((matrix, selector, models, wants_gpu), counts, blocks, supers, selected)
-
-
-def _everyone(matrix: NodeMatrix) -> tuple[np.ndarray, np.ndarray]:
-    """Without a node selector: every node of each block matches, and every node is selected."""
-    layout = matrix.block_layout()
-    selected = np.ones(len(matrix), dtype=np.bool_)
-    return np.ascontiguousarray(np.diff(layout.bstart)), selected
-
-
-def static_mask(matrix: NodeMatrix, workload: Workload) -> StaticMask:
-    """The workload's static mask (cached per selector/models/wants-gpu on the matrix)."""
-    selector = tuple(sorted(workload.node_selector.items())) if workload.node_selector else ()
-    key = ("mask", selector, workload.gpu_model, workload.request.get(GPU, 0) > 0)
-    cache: dict[object, StaticMask] = matrix.shared("masks", dict)
-    found = cache.get(key)
-    if found is None:
-        if len(cache) >= _MAX_CACHED:
-            cache.clear()
-        found = _build_mask(matrix, selector, workload.gpu_model, bool(key[3]))
-        cache[key] = found
-    return found
-
-
-_MAX_PLACEMENTS = 1 << 17
-
-
-def placement_cache(matrix: NodeMatrix) -> dict[tuple[int, tuple[int, ...]], Placement]:
-    """Placement values by (node index, devices), shared by copies of the matrix.
-
-    A ``Placement`` is immutable and building one costs about a microsecond and a half, as
-    much as a whole block search on 10,000 nodes: outcomes share one per (node, devices)."""
-    cache: dict[tuple[int, tuple[int, ...]], Placement] = matrix.shared("placements", dict)
-    if len(cache) > _MAX_PLACEMENTS:
-        cache.clear()
-    return cache
+MAX_PLACEMENTS = 1 << 17
 
 
 def placement_of(matrix: NodeMatrix, node: int, devices: tuple[int, ...]) -> Placement:
@@ -176,9 +37,9 @@ def placement_of(matrix: NodeMatrix, node: int, devices: tuple[int, ...]) -> Pla
     key = (node, devices)
     found = cache.get(key)
     if found is None:
-        if len(cache) > _MAX_PLACEMENTS:
+        if len(cache) > MAX_PLACEMENTS:
             cache.clear()
-        found = cache[key] = Placement(matrix.nodes[node].id, devices)
+        found = cache[key] = values.placement(matrix.nodes[node].id, devices)
     return found
 
 
@@ -272,12 +133,19 @@ class BatchShapes:
     gangs: bool
 
 
-def batch_shapes(matrix: NodeMatrix, workloads: Sequence[Workload]) -> BatchShapes:
-    """The kernel rows of ``workloads`` (see ``BatchShapes``)."""
+def batch_shapes(
+    matrix: NodeMatrix, workloads: Sequence[Workload], groups: Groups | None = None
+) -> BatchShapes:
+    """The kernel rows of ``workloads`` (see ``BatchShapes``); ``groups`` is
+    ``quota.groups.group(workloads)`` when the caller has it. Rows are built per distinct
+    shape, then spread to the workloads by index arrays: nothing here runs per workload but
+    two ``numpy`` gathers and the list of missing resources."""
+    if groups is None:
+        groups = group(workloads)
     index: dict[object, int] = {}
-    shape_id: list[int] = []
+    group_shape: list[int] = []
     firsts: list[Workload] = []
-    for wl in workloads:
+    for wl in groups.firsts:
         selector = wl.node_selector
         key = (
             tuple(wl.request.items()),
@@ -289,7 +157,7 @@ def batch_shapes(matrix: NodeMatrix, workloads: Sequence[Workload]) -> BatchShap
         if found is None:
             found = index[key] = len(firsts)
             firsts.append(wl)
-        shape_id.append(found)
+        group_shape.append(found)
     n_shapes = len(firsts)
     n_res = len(matrix.resources)
     s_req = np.zeros((n_shapes, n_res), dtype=np.int64)
@@ -315,15 +183,17 @@ def batch_shapes(matrix: NodeMatrix, workloads: Sequence[Workload]) -> BatchShap
     s_impossible = np.array([bool(m) for m in s_missing], dtype=np.bool_)
     g = s_req[:, 2]
     s_devices = np.where(g >= MILLI_PER_GPU, g // MILLI_PER_GPU, (g > 0).astype(np.int64))
-    ids = np.array(shape_id, dtype=np.int64)
-    replicas = np.fromiter((wl.replicas for wl in workloads), np.int64, len(workloads))
+    of_group = np.asarray(groups.group, dtype=np.int64)
+    ids = np.asarray(group_shape, dtype=np.int64)[of_group]
+    replicas = np.asarray([w.replicas for w in groups.firsts], dtype=np.int64)[of_group]
+    missing_of = [s_missing[i] for i in group_shape]
     return BatchShapes(
         req=np.ascontiguousarray(s_req[ids]),
         replicas=replicas,
         mask_id=np.ascontiguousarray(s_mask[ids]),
         spread_id=np.ascontiguousarray(s_spread[ids]),
         impossible=np.ascontiguousarray(s_impossible[ids]),
-        missing=[s_missing[i] for i in shape_id],
+        missing=[missing_of[g] for g in groups.group] if any(s_missing) else [""] * len(ids),
         devices=s_devices[ids],
         statics=statics,
         masks=np.stack([st.mask for st in statics]),

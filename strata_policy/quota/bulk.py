@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from strata_policy.model import Workload
 from strata_policy.model.resources import Resources
+from strata_policy.quota.groups import Groups, group
 from strata_policy.quota.tree import QuotaTree
 
 
@@ -48,15 +49,22 @@ class RunAdmitted:
 
 
 def admit_all(
-    tree: QuotaTree, workloads: Sequence[Workload], capacity: Resources
+    tree: QuotaTree,
+    workloads: Sequence[Workload],
+    capacity: Resources,
+    groups: Groups | None = None,
 ) -> RunAdmitted | None:
     """Each workload's ``borrowed`` when all of them are ADMITTED in any admitted subset and
     order (see the module docstring), else ``None``. Reads the tree only.
 
-    Scopes must be known (the request was validated); O(workloads × resources + distinct scopes
-    × depth × resources).
+    Scopes must be known and amounts non-negative (the request was validated). ``groups`` is
+    ``group(workloads)`` when the caller has it. Sums and borrowed parts are worked out per
+    group (``quota.groups``); per workload only its ``borrowed`` dict is copied from its
+    group's: O(workloads + groups × (resources + depth × resources)).
     """
-    by_scope = _sum_by_scope(workloads)
+    if groups is None:
+        groups = group(workloads)
+    by_scope = _sum_by_scope(groups)
     subtree: dict[str, dict[str, int]] = {}
     whole: dict[str, int] = {}
     for sid, amounts in by_scope.items():
@@ -77,30 +85,28 @@ def admit_all(
         if full is None:
             return None
         borrowing[sid] = full
-    out: list[dict[str, int]] = []
-    for w in workloads:
+    parts: list[dict[str, int]] = []
+    for w in groups.firsts:
         full = borrowing[w.scope_id]
-        if not full:
-            out.append({})
-            continue
         request, replicas = w.request, w.replicas
-        out.append(
+        parts.append(
             {r: request[r] * replicas for r in sorted(request) if r in full and request[r] > 0}
         )
+    out = [dict(parts[g]) if parts[g] else {} for g in groups.group]
     return RunAdmitted(out, by_scope)
 
 
-def _sum_by_scope(workloads: Sequence[Workload]) -> dict[str, dict[str, int]]:
+def _sum_by_scope(groups: Groups) -> dict[str, dict[str, int]]:
     """``request × replicas`` summed per scope, positive amounts only."""
     by_scope: dict[str, dict[str, int]] = {}
-    for w in workloads:
+    for w, size in zip(groups.firsts, groups.sizes, strict=True):
         acc = by_scope.get(w.scope_id)
         if acc is None:
             acc = by_scope[w.scope_id] = {}
-        replicas = w.replicas
+        times = w.replicas * size
         for r, a in w.request.items():
             if a > 0:
-                acc[r] = acc.get(r, 0) + a * replicas
+                acc[r] = acc.get(r, 0) + a * times
     return by_scope
 
 

@@ -8,6 +8,7 @@ transaction is open. That is how a dry run or a failed batch changes nothing: si
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
@@ -15,10 +16,12 @@ from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Placement, RunningWorkload, Snapshot
 from strata_policy.model.resources import Resources
 from strata_policy.quota import QuotaTree
+from strata_policy.state.allocation import ReplicaRows
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskMix
 
 Undo = Callable[[], None]
+_WORKLOAD_ID = operator.attrgetter("workload.id")
 
 # ``add_many`` allocates nodes in one vectorised step (``NodeMatrix.allocate_running``, which
 # costs O(nodes) plus a little per replica) when the replicas number at least 1/64 of the nodes,
@@ -117,9 +120,13 @@ class ClusterState:
         before = self.touched - self.created
         kept = sorted((w for w in before if w in workloads), key=self._seq.__getitem__)
         removed = sorted(w for w in before if w not in workloads)
-        added = [w for w in dict.fromkeys(reversed(self._added)) if w in workloads]
-        added.reverse()
-        return [workloads[w] for w in (*kept, *added)], removed
+        last = dict.fromkeys(reversed(self._added))
+        if len(last) == len(self._added):  # nothing added twice: already in order
+            added = list(filter(workloads.__contains__, self._added))
+        else:
+            added = [w for w in last if w in workloads]
+            added.reverse()
+        return list(map(workloads.__getitem__, (*kept, *added))), removed
 
     def workload_counts(self) -> dict[str, int]:
         """How many workloads each scope holds directly."""
@@ -147,6 +154,7 @@ class ClusterState:
         self,
         rws: Sequence[RunningWorkload],
         charges: Mapping[str, Resources] | None = None,
+        rows: ReplicaRows | None = None,
     ) -> None:
         """``add`` for each of ``rws`` in order, as one change: the same state afterwards (same
         usage, allocations and admission order), with the tree charged once per scope and the
@@ -154,14 +162,17 @@ class ClusterState:
 
         ``charges``, when the caller has summed them already, must be ``rws``' ``request ×
         replicas`` per scope (``quota.RunAdmitted.totals`` less what was not placed); absent,
-        they are summed here. Raises before changing anything: ``InvalidArgument`` when an id is
-        held already or repeated, ``ValueError`` when a replica does not fit where it is placed.
+        they are summed here. ``rows``, when the caller has them (a kernel's answer,
+        ``PlacedBatch.rows``), must be ``rws``' placed replicas in order, as arrays: the nodes
+        are then allocated from them, without reading the placements again. Raises before
+        changing anything: ``InvalidArgument`` when an id is held already or repeated,
+        ``ValueError`` when a replica does not fit where it is placed.
         """
         if not rws:
             return
-        ids = [rw.workload.id for rw in rws]
+        ids = list(map(_WORKLOAD_ID, rws))
         workloads = self.workloads
-        if len(set(ids)) != len(ids) or any(wid in workloads for wid in ids):
+        if len(set(ids)) != len(ids) or not workloads.keys().isdisjoint(ids):
             seen: set[str] = set()
             for wid in ids:
                 if wid in workloads or wid in seen:
@@ -169,20 +180,17 @@ class ClusterState:
                         "workload.id", f"workload {wid!r} is already admitted"
                     )
                 seen.add(wid)
-        self._allocate_all(rws)
+        self._allocate_all(rws, rows)
         for scope_id, amounts in (_charges(rws) if charges is None else charges).items():
             self.tree.charge(scope_id, amounts)
-        seq = self._seq
         n = self._next_seq
-        for wid, rw in zip(ids, rws, strict=True):
-            workloads[wid] = rw
-            seq[wid] = n
-            n += 1
-        self._next_seq = n
+        workloads.update(zip(ids, rws, strict=True))
+        self._seq.update(zip(ids, range(n, n + len(ids)), strict=True))
+        self._next_seq = n + len(ids)
         self.touched.update(ids)
         self.created.update(ids)
         self._added.extend(ids)
-        self._record(lambda: self._unadd_many(rws))
+        self._record(lambda: self._unadd_many(rws, rows))
 
     def remove(self, workload_id: str) -> RunningWorkload:
         """Release a workload: refund quota, free its nodes; returns what it was."""
@@ -229,13 +237,15 @@ class ClusterState:
         for p in placements:
             self.matrix.deallocate(self.matrix.index[p.node_id], request, p.gpu_devices)
 
-    def _allocate_all(self, rws: Sequence[RunningWorkload]) -> None:
+    def _allocate_all(self, rws: Sequence[RunningWorkload], rows: ReplicaRows | None) -> None:
         """Allocate every placed replica of ``rws``, or nothing (``ValueError``)."""
         matrix = self.matrix
-        replicas = sum(len(rw.placements) for rw in rws)
+        replicas = len(rows) if rows is not None else sum(len(rw.placements) for rw in rws)
         if not replicas:
             return
-        if replicas * BULK_ALLOCATE_FRACTION >= len(matrix) and matrix.allocate_running(rws):
+        if replicas * BULK_ALLOCATE_FRACTION >= len(matrix) and (
+            matrix.allocate_rows(rows) if rows is not None else matrix.allocate_running(rws)
+        ):
             return
         done: list[tuple[Resources, Placement]] = []
         try:
@@ -249,17 +259,22 @@ class ClusterState:
                 matrix.deallocate(matrix.index[p.node_id], request, p.gpu_devices)
             raise
 
-    def _unadd_many(self, rws: Sequence[RunningWorkload]) -> None:
+    def _unadd_many(self, rws: Sequence[RunningWorkload], rows: ReplicaRows | None) -> None:
         for rw in rws:
             del self.workloads[rw.workload.id]
             del self._seq[rw.workload.id]
         for scope_id, amounts in _charges(rws).items():
             self.tree.refund(scope_id, amounts)
+        matrix = self.matrix
+        if (
+            rows is not None
+            and len(rows) * BULK_ALLOCATE_FRACTION >= len(matrix)
+            and matrix.deallocate_rows(rows)
+        ):
+            return
         for rw in reversed(rws):
             for p in reversed(rw.placements):
-                self.matrix.deallocate(
-                    self.matrix.index[p.node_id], rw.workload.request, p.gpu_devices
-                )
+                matrix.deallocate(matrix.index[p.node_id], rw.workload.request, p.gpu_devices)
 
     def _insert(self, rw: RunningWorkload) -> None:
         self.workloads[rw.workload.id] = rw

@@ -39,6 +39,8 @@ from strata_policy.kernels import search
 from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery
 from strata_policy.model.objects import Node, RunningWorkload
 from strata_policy.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU, RESERVED, Resources
+from strata_policy.state import allocation
+from strata_policy.state.allocation import ReplicaRows
 
 CPU_COL = 0
 MEMORY_COL = 1
@@ -441,65 +443,40 @@ class NodeMatrix:
     # -- bulk -------------------------------------------------------------------------------
 
     def allocate_running(self, workloads: Sequence[RunningWorkload]) -> bool:
-        """Allocate every placed replica of ``workloads`` at once, if all of them fit.
+        """Allocate every placed replica of ``workloads`` (in order) at once, if all of them fit.
 
-        The vectorised path of building a pushed snapshot: sums per node and per device are
-        checked against capacity in one go, which is the same test as allocating the replicas
-        one by one in any order (a whole device is "fully free" exactly when nothing else on it
-        adds up). Returns False and changes nothing when anything does not fit or is malformed;
-        the caller then allocates one by one to say precisely which replica fails.
+        The vectorised path of building a pushed snapshot and of a large commit
+        (``allocation.allocate_rows``): the same state as ``allocate`` one by one. Returns False
+        and changes nothing when anything does not fit or is malformed; the caller then
+        allocates one by one to say precisely which replica fails.
         """
-        col = self.resource_index
-        width = len(self.resources)
-        rows: list[int] = []
-        vectors: list[list[int]] = []
-        dev_node: list[int] = []
-        dev_index: list[int] = []
-        dev_milli: list[int] = []
-        for rw in workloads:
-            if not rw.placements:
-                continue
-            vector = [0] * width
-            for r, amount in rw.workload.request.items():
-                if amount:
-                    c = col.get(r)
-                    if c is None:
-                        return False
-                    vector[c] = amount
-            gpu = vector[GPU_COL]
-            wanted = 0 if gpu == 0 else 1 if gpu < MILLI_PER_GPU else gpu // MILLI_PER_GPU
-            per_device = min(gpu, MILLI_PER_GPU)
-            for p in rw.placements:
-                n = self.index[p.node_id]
-                rows.append(n)
-                vectors.append(vector)
-                devices = p.gpu_devices
-                if len(devices) != wanted or (wanted > 1 and len(set(devices)) != wanted):
-                    return False
-                for d in devices:
-                    dev_node.append(n)
-                    dev_index.append(d)
-                    dev_milli.append(per_device)
-        if not rows:
-            return True
-        nodes = np.asarray(rows, dtype=np.int64)
-        added = np.zeros_like(self.allocated)
-        np.add.at(added, nodes, np.asarray(vectors, dtype=np.int64))
-        if (added > self.free).any():
-            return False
-        used = np.zeros_like(self.gpu_free)
-        if dev_node:
-            dn = np.asarray(dev_node, dtype=np.int64)
-            dd = np.asarray(dev_index, dtype=np.int64)
-            if (dd < 0).any() or (dd >= self.gpu_devices[dn]).any():
-                return False
-            np.add.at(used, (dn, dd), np.asarray(dev_milli, dtype=np.int64))
-            if (used > np.maximum(self.gpu_free, 0)).any():
-                return False
-        self.allocated += added
-        self.free -= added
-        self.gpu_free -= used
-        self.version[np.unique(nodes)] += 1
-        self.journal_len = 0
-        self.epoch = next(_EPOCHS)
-        return True
+        rows = allocation.running_rows(self, workloads)
+        return rows is not None and allocation.allocate_rows(self, rows)
+
+    def allocate_rows(self, rows: ReplicaRows) -> bool:
+        """``allocate_running`` for replicas given as arrays (``allocation.ReplicaRows``)."""
+        return allocation.allocate_rows(self, rows)
+
+    def deallocate_rows(self, rows: ReplicaRows) -> bool:
+        """The exact inverse of ``allocate_rows`` (``allocation.deallocate_rows``)."""
+        return allocation.deallocate_rows(self, rows)
+
+    def record_changes(self, nodes: np.ndarray) -> None:
+        """Note that one replica changed on each of ``nodes``, in order, as ``_apply`` does one
+        at a time: each node's version is bumped once per entry and the entries are journaled
+        (the one that fills the journal's last slot starts a new journal and epoch)."""
+        np.add.at(self.version, nodes, 1)
+        journal = self._journal
+        size = journal.shape[0]
+        at = self.journal_len
+        start, total = 0, nodes.shape[0]
+        while start < total:
+            take = min(size - at, total - start)
+            journal[at : at + take] = nodes[start : start + take]
+            start += take
+            if at + take < size:
+                at += take
+            else:
+                at = 0
+                self.epoch = next(_EPOCHS)
+        self.journal_len = at

@@ -65,13 +65,16 @@ class TaskMix:
         self.observe_many((workload,))
 
     def observe_many(self, workloads: Iterable[Workload]) -> None:
-        """``observe`` each workload; the shape is worked out once per distinct request dict
-        and model (requests are shared dicts, so a big batch has a handful)."""
+        """``observe`` each workload; the shape is worked out once per distinct (cpu, gpu,
+        model) as the workload states them (``shape_of`` is a function of those three alone:
+        it normalises the amounts' type and the order of the models), so a big batch of a
+        handful of shapes costs two dict reads and a tuple per workload."""
         counts = self._counts
-        shapes: dict[tuple[int, str], Shape] = {}
+        shapes: dict[tuple[object, object, str], Shape] = {}
         added = 0
         for w in workloads:
-            seen = (id(w.request), w.gpu_model)  # the dicts are alive for the whole call
+            request = w.request
+            seen = (request.get(CPU, 0), request.get(GPU, 0), w.gpu_model)
             key = shapes.get(seen)
             if key is None:
                 key = shapes[seen] = shape_of(w)

@@ -5,9 +5,12 @@ a time (``batch._admit_and_place``); two paths get there faster:
 
 - **Quota fast lane.** When ``quota.admit_all`` finds that no limit, guarantee or the headroom
   can bind inside a run of workloads, every workload of the run is ADMITTED (with a known
-  ``borrowed``) whichever of the ones before it end up placed. The run is placed by one
-  ``place_batch`` call and committed with one ``ClusterState.add_many``: no per-workload quota
-  decision, charge or refund.
+  ``borrowed``) whichever of the ones before it end up placed. The run is grouped once
+  (``quota.groups``: the quota sums and the kernel rows are worked out per group), placed by
+  one kernel call (``place_columns``) and committed from the kernel's columns with one
+  ``ClusterState.add_many``: no per-workload quota decision, charge or refund, no
+  ``PlacementOutcome`` for a placed workload, and its replicas allocated from the kernel's
+  arrays.
 - **Chunks decided one by one** (``_decide_and_place``) otherwise, with the kernel still placing
   the chunk in one call and the decisions replayed exactly (see its docstring).
 
@@ -20,16 +23,21 @@ decisions), so the checks cost at most about twice the workloads placed through 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import compress
 
 from strata_policy.model import Decision, Order, RunningWorkload, Workload, WorkloadResult
-from strata_policy.policy.placement import PlacementOptions, place_batch
+from strata_policy.policy import values
+from strata_policy.policy.placement import PlacementOptions, place_batch, place_columns
 from strata_policy.quota import RunAdmitted, admit_all, batch_order, decide_admit
+from strata_policy.quota.groups import Groups, group
 from strata_policy.state.cluster import ClusterState
 
 FAST_PATH_MIN = 32  # batches from this size place in runs through one kernel call each
 FAST_PATH_MAX = 4096
+_ID = operator.attrgetter("id")
 
 
 def admit_and_place(
@@ -46,9 +54,10 @@ def admit_and_place(
     pos, chunk, lane = 0, FAST_PATH_MIN, FAST_PATH_MAX
     while pos < len(ordered):
         run = [workloads[i] for i in ordered[pos : pos + lane]]
-        admitted = admit_all(state.tree, run, state.capacity)
+        groups = group(run)
+        admitted = admit_all(state.tree, run, state.capacity, groups)
         if admitted is not None:
-            _place_admitted_run(state, run, admitted, options, now_ms, results)
+            _place_admitted_run(state, run, groups, admitted, options, now_ms, results)
             pos += len(run)
             lane = min(lane * 2, FAST_PATH_MAX)
         elif len(run) > FAST_PATH_MIN:
@@ -65,39 +74,54 @@ def admit_and_place(
 def _place_admitted_run(
     state: ClusterState,
     run: list[Workload],
+    groups: Groups,
     admitted: RunAdmitted,
     options: PlacementOptions,
     now_ms: int,
     results: list[WorkloadResult],
 ) -> None:
     """Place a run the quota lane admitted in full; commit the placed ones, report the rest
-    UNPLACED (they hold nothing, as when placed one by one)."""
-    outcomes = place_batch(state.matrix, run, options)
-    placed: list[RunningWorkload] = []
+    UNPLACED (they hold nothing, as when placed one by one).
+
+    The kernel's columns are committed as they are: placed workloads' values are built column
+    by column through their slots (``policy.values``) and their replicas allocated from the
+    kernel's arrays (``PlacedBatch.rows``); only an unplaced workload gets a
+    ``PlacementOutcome``, for its reasons."""
+    batch = place_columns(state.matrix, run, options, groups)
+    chosen = batch.placements
+    placed = list(map(bool, chosen))
+    if all(placed):
+        done, lent, scores = run, admitted.borrowed, batch.scores
+        taken = chosen
+    else:
+        done = list(compress(run, placed))
+        lent = list(compress(admitted.borrowed, placed))
+        scores = list(compress(batch.scores, placed))
+        taken = list(compress(chosen, placed))
+    rws = values.running_many(done, taken, now_ms)
+    answers = values.placed_results(list(map(_ID, done)), taken, lent, scores)
     charges = admitted.totals
-    for w, outcome, lent in zip(run, outcomes, admitted.borrowed, strict=True):
-        placements = outcome.placements
-        if placements:
-            placed.append(RunningWorkload(w, placements, now_ms))
-            results.append(
-                WorkloadResult(
-                    w.id, Decision.PLACED, placements, borrowed=lent, score=outcome.score
-                )
-            )
-        else:
-            if charges is admitted.totals:
-                charges = {sid: dict(amounts) for sid, amounts in charges.items()}
+    if len(answers) == len(run):
+        results.extend(answers)
+    else:
+        charges = {sid: dict(amounts) for sid, amounts in charges.items()}
+        next_placed = iter(answers).__next__
+        for i, w in enumerate(run):
+            if placed[i]:
+                results.append(next_placed())
+                continue
             _uncharge(charges, w)
+            outcome = batch.outcome(i)
             results.append(
                 WorkloadResult(
                     w.id,
                     Decision.UNPLACED,
                     reasons=outcome.reasons,
-                    borrowed=lent,
+                    borrowed=admitted.borrowed[i],
                     explanation=outcome.explanation,
                 )
             )
-    state.add_many(placed, charges)
+    state.add_many(rws, charges, batch.rows)
 
 
 def _uncharge(charges: dict[str, dict[str, int]], w: Workload) -> None:

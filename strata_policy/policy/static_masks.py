@@ -1,0 +1,150 @@
+"""Static masks: which nodes a workload may use at all, whatever their free resources.
+
+Schedulable, node selector and GPU model depend only on the (immutable) nodes and the workload's
+selector and model, so each distinct (selector, models, wants-gpu) gets its block levels and
+its reason counts computed once and shared by every copy of the matrix. That costs work per
+block plus per selected node, not per node: the nodes of a block share schedulability, model
+and device count (``NodeMatrix.block_layout``), and a label value's nodes are indexed once
+(``NodeMatrix.label_selection``). The per-node mask, which only the batch kernel's scans read,
+is built on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from strata_policy.model.objects import Workload
+from strata_policy.model.resources import GPU
+from strata_policy.policy.explain import MODEL_MISMATCH, SELECTOR_MISMATCH, UNSCHEDULABLE
+from strata_policy.state.nodes import NodeMatrix
+
+_MAX_CACHED = 1024
+
+
+class StaticMask:
+    """A workload's static feasibility: schedulable, node selector, GPU model.
+
+    ``counts`` says how many nodes fail first on each of those, ``blocks``/``supers`` per block
+    and superblock of the matrix's block layout whether any node passes, ``selected`` per node
+    whether it matches the node selector only: inside a block that passes, every node passes
+    schedulable and model (a block's nodes are alike in those), so the block search needs no
+    more. All of that costs work per block plus per selected node (``kernels.blocks.
+    _static_blocks`` and ``NodeMatrix.label_nodes``), which is what a first placement with a new
+    selector pays. ``mask``, every test per node (the batch kernel's scans), is built in one pass
+    over the nodes the first time it is read.
+    """
+
+    __slots__ = ("_mask", "_source", "blocks", "counts", "selected", "supers")
+
+    def __init__(
+        self,
+        source: tuple[NodeMatrix, tuple[tuple[str, str], ...], str, bool],
+        counts: Mapping[str, int],
+        blocks: np.ndarray,
+        supers: np.ndarray,
+        selected: np.ndarray,
+    ) -> None:
+        self._source = source
+        self._mask: np.ndarray | None = None
+        self.counts = counts
+        self.blocks = blocks
+        self.supers = supers
+        self.selected = selected
+
+    @property
+    def mask(self) -> np.ndarray:
+        """Per node, whether it passes every static test (built on first use)."""
+        found = self._mask
+        if found is None:
+            found = self._mask = _node_mask(*self._source)
+        return found
+
+
+def _model_allowed(matrix: NodeMatrix, models: str) -> tuple[np.ndarray, bool]:
+    """Per model code whether ``models`` (``A|B``) allows it, and whether any model goes
+    (cached per spelling on the matrix)."""
+    cache: dict[str, tuple[np.ndarray, bool]] = matrix.shared("models-allowed", dict)
+    found = cache.get(models)
+    if found is None:
+        names = {m for m in models.split("|") if m}
+        found = (np.array([m in names for m in matrix.models], dtype=np.bool_), not names)
+        if len(cache) >= _MAX_CACHED:
+            cache.clear()
+        cache[models] = found
+    return found
+
+
+def _node_mask(
+    matrix: NodeMatrix, selector: tuple[tuple[str, str], ...], models: str, wants_gpu: bool
+) -> np.ndarray:
+    """The static mask node by node, in one pass (``kernels.search.BlockLayout.static_mask``)."""
+    n = len(matrix)
+    codes = np.empty((len(selector), n), dtype=np.int64)
+    wanted = np.empty(len(selector), dtype=np.int64)
+    for k, (key, value) in enumerate(selector):
+        node_codes, values = matrix.label_codes(key)
+        codes[k] = node_codes
+        code = values.get(value)
+        wanted[k] = -2 if code is None else code  # -2: no node has the value
+    allowed, any_model = _model_allowed(matrix, models)
+    mask, *_ = matrix.block_layout().static_mask(
+        schedulable=matrix.schedulable, label_codes=codes, wanted=wanted, model_allowed=allowed,
+        any_model=any_model, model_code=matrix.model_code, gpu_devices=matrix.gpu_devices,
+        wants_gpu=wants_gpu,
+    )  # fmt: skip
+    return mask
+
+
+def _build_mask(
+    matrix: NodeMatrix, selector: tuple[tuple[str, str], ...], models: str, wants_gpu: bool
+) -> StaticMask:
+    """Block levels and counts from the nodes the selector picks (``NodeMatrix.
+    label_selection``; with one label, or none, no node is visited)."""
+    layout = matrix.block_layout()
+    n_blocks = layout.bstart.shape[0] - 1
+    if not selector:
+        hits, selected = matrix.shared("everyone", lambda: _everyone(matrix))
+    elif len(selector) == 1:
+        one = matrix.label_selection(*selector[0])
+        hits, selected = one.block_hits, one.selected
+    else:
+        chosen = matrix.label_selection(*selector[0]).nodes
+        for key, value in selector[1:]:
+            chosen = chosen[matrix.label_selection(key, value).selected[chosen]]
+        hits = np.bincount(layout.block_of[chosen], minlength=n_blocks).astype(np.int64)
+        selected = np.zeros(len(matrix), dtype=np.bool_)
+        selected[chosen] = True
+    allowed, any_model = _model_allowed(matrix, models)
+    blocks, supers, (unschedulable, selector_miss, model_miss) = layout.static_blocks(
+        statics=matrix.block_statics(), hits=hits, model_allowed=allowed, any_model=any_model,
+        wants_gpu=wants_gpu,
+    )  # fmt: skip
+    counts = {
+        UNSCHEDULABLE: unschedulable,
+        SELECTOR_MISMATCH: selector_miss,
+        MODEL_MISMATCH: model_miss,
+    }
+    return StaticMask((matrix, selector, models, wants_gpu), counts, blocks, supers, selected)
+
+
+def _everyone(matrix: NodeMatrix) -> tuple[np.ndarray, np.ndarray]:
+    """Without a node selector: every node of each block matches, and every node is selected."""
+    layout = matrix.block_layout()
+    selected = np.ones(len(matrix), dtype=np.bool_)
+    return np.ascontiguousarray(np.diff(layout.bstart)), selected
+
+
+def static_mask(matrix: NodeMatrix, workload: Workload) -> StaticMask:
+    """The workload's static mask (cached per selector/models/wants-gpu on the matrix)."""
+    selector = tuple(sorted(workload.node_selector.items())) if workload.node_selector else ()
+    key = ("mask", selector, workload.gpu_model, workload.request.get(GPU, 0) > 0)
+    cache: dict[object, StaticMask] = matrix.shared("masks", dict)
+    found = cache.get(key)
+    if found is None:
+        if len(cache) >= _MAX_CACHED:
+            cache.clear()
+        found = _build_mask(matrix, selector, workload.gpu_model, bool(key[3]))
+        cache[key] = found
+    return found
