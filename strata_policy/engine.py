@@ -35,11 +35,11 @@ from strata_policy.model import (
     Order,
     ReclaimResult,
     ReleaseResult,
-    RunningWorkload,
     Snapshot,
     Workload,
     WorkloadResult,
 )
+from strata_policy.policy import values
 from strata_policy.policy.placement import PlacementOptions
 from strata_policy.quota import decide_admit
 from strata_policy.state import validate
@@ -373,15 +373,16 @@ class Engine:
         _cluster_id(cluster_id)
         slot = self.store.slot(cluster_id)
         with slot.lock:
-            remembered = self.store.answer(cluster_id, "admit", request_id)
-            if remembered is not None:
-                return remembered  # type: ignore[return-value]  # the answer admit stored
+            if request_id:
+                remembered = self.store.answer(cluster_id, "admit", request_id)
+                if remembered is not None:
+                    return remembered  # type: ignore[return-value]  # the answer admit stored
             state = slot.require(cluster_id)
             _check_generation(cluster_id, expected_generation, state.generation)
             check_new_workloads(state, (workload,), "workloads")
             result = decide_admit(state.tree, state.workloads, workload, state.capacity)
             if result.decision is Decision.ADMITTED:
-                admitted = RunningWorkload(workload, (), now_ms or self.clock())
+                admitted = values.running(workload, (), now_ms or self.clock())
                 with state.transaction():
                     state.add(admitted)
                     state.generation += 1
@@ -391,7 +392,8 @@ class Engine:
                         change = Change(cluster_id, state.generation, ChangeKind.DELTA, delta=delta)
                         self._journal(change, state)
             answer = BatchResult(state.generation, (result,))
-            self.store.remember(cluster_id, "admit", request_id, answer)
+            if request_id:
+                self.store.remember(cluster_id, "admit", request_id, answer)
             return answer
 
     def _mutate(
