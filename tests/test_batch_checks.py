@@ -90,7 +90,7 @@ def test_a_batch_checked_whole_is_one_the_walk_accepts(workloads: list[Workload]
         if w.id in seen or w.id in state.workloads:
             out.append(w.id)
         seen.add(w.id)
-    plain = requests._plainly_valid(state, workloads)
+    plain = validate.workloads_plainly_valid(workloads, state.tree.scopes, state.workloads)
     if plain:
         assert out == []
     elif not out:
@@ -109,7 +109,7 @@ def test_whole_batch_check_refuses_nan_amounts_it_cannot_order() -> None:
         Workload("a", "org", {"cpu": float("nan")}),  # type: ignore[dict-item]
         Workload("b", "org", {"cpu": -1}),
     ]
-    assert not requests._plainly_valid(state, batch)
+    assert not validate.workloads_plainly_valid(batch, state.tree.scopes, state.workloads)
     with pytest.raises(InvalidArgument):
         requests.check_new_workloads(state, batch, "workloads")
 
@@ -141,7 +141,9 @@ def test_whole_batch_check_refuses_nan_amounts_it_cannot_order() -> None:
 )
 def test_whole_batch_check_cases(batch: list[Workload], plain: bool) -> None:
     """Named batches the whole-batch check passes or sends to the walk."""
-    assert requests._plainly_valid(_state(), batch) is plain
+    assert (
+        validate.workloads_plainly_valid(batch, _state().tree.scopes, _state().workloads) is plain
+    )
 
 
 alike = st.builds(

@@ -9,12 +9,18 @@ a call that fails validation changes nothing.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Node, RunningWorkload, Scope, Snapshot, Workload
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU, valid_gpu_request
+
+_ID = operator.attrgetter("id")
+_SCOPE = operator.attrgetter("scope_id")
+_REQUEST = operator.attrgetter("request")
+_REPLICAS = operator.attrgetter("replicas")
 
 if TYPE_CHECKING:
     from strata_policy.state.taskmix import TaskType
@@ -100,7 +106,8 @@ def workload(
 ) -> None:
     """A workload: id, known scope, valid amounts and GPU request, sane replicas.
 
-    Field paths are formatted only for a violation: this runs on every Admit.
+    Field paths are formatted only for a violation: this runs on every Admit. A rule added here
+    must be added to ``workloads_plainly_valid`` too (batches are asked that first).
     """
     if not w.id or len(w.id) > MAX_ID_LENGTH:
         _id(w.id, f"{path}.id", out)
@@ -124,6 +131,42 @@ def workload(
                         "request × replicas overflows the maximum amount",
                     )
                 )
+
+
+def workloads_plainly_valid(
+    workloads: Sequence[Workload], scopes: Mapping[str, object], held: Mapping[str, object]
+) -> bool:
+    """True only when the field-by-field check would find nothing; False sends the batch to it.
+
+    The same rules as ``workload`` (kept beside it: a rule added there must be added here) plus
+    the batch's (ids distinct and new to ``held``), asked of the whole batch at once with
+    C-level passes (sets, ``map``, ``min``/``max``) instead of a call per workload: a batch of
+    10,000 costs well under a microsecond a workload. A Hypothesis property keeps it from
+    accepting anything the walk would refuse.
+    """
+    ids = list(map(_ID, workloads))
+    if len(set(ids)) != len(ids) or not held.keys().isdisjoint(ids):
+        return False
+    lengths = list(map(len, ids))
+    if min(lengths) < 1 or max(lengths) > MAX_ID_LENGTH:
+        return False
+    named = set(map(_SCOPE, workloads))
+    if "" in named or not all(s in scopes for s in named):
+        return False
+    replicas = list(map(_REPLICAS, workloads))
+    most = max(replicas)
+    if min(replicas) < 1 or most > MAX_REPLICAS:
+        return False
+    requests = list(map(_REQUEST, workloads))
+    if "" in set().union(*requests):
+        return False
+    quantities = [a for r in requests for a in r.values()]
+    if not all(0 <= a <= MAX_AMOUNT for a in quantities):
+        return False
+    if most > 1 and quantities and max(quantities) * most > MAX_AMOUNT:
+        return False  # an overflow is possible: the walk checks each gang
+    gpus = {r.get(GPU, 0) for r in requests}
+    return all(valid_gpu_request(g) for g in gpus if g > 0)
 
 
 def placement_options(
