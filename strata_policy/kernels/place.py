@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from strata_policy.kernels.blocks import _blocks_best, _refresh_blocks
+from strata_policy.kernels.blocks import _blocks_best
 from strata_policy.kernels.config import inline_kernel, kernel
 from strata_policy.kernels.fit import (
     CPU,
@@ -36,6 +36,7 @@ from strata_policy.kernels.fit import (
     _score,
 )
 from strata_policy.kernels.frag import _frag_best, _frag_row
+from strata_policy.kernels.summaries import _refresh_blocks
 from strata_policy.kernels.tree import _tree_sync
 
 

@@ -18,14 +18,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from strata_policy.kernels.blocks import (
-    _SUBSETS,
-    _blocks_place,
-    _refresh_blocks,
-    _static_blocks,
-    _static_mask,
-)
+from strata_policy.kernels.blocks import _blocks_place
 from strata_policy.kernels.fit import DOT_PRODUCT, FIRST_FIT
+from strata_policy.kernels.masks import _static_blocks, _static_mask
+from strata_policy.kernels.summaries import _SUBSETS, _refresh_blocks
 
 _NONE = np.zeros(0, dtype=np.int64)
 
@@ -121,7 +117,7 @@ class BlockLayout:
         wants_gpu: bool,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int, int]]:
         """A workload's static mask, its block and superblock levels, and how many nodes fail
-        first on unschedulable, selector, model (``kernels.blocks._static_mask``):
+        first on unschedulable, selector, model (``kernels.masks._static_mask``):
         ``label_codes[k]`` per node the code of selector key ``k``'s value, ``wanted[k]`` the
         selector's code; ``model_allowed`` a bool per model code (unread when ``any_model``)."""
         n = self.perm.shape[0]
@@ -152,7 +148,7 @@ class BlockLayout:
         wants_gpu: bool,
     ) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int]]:
         """``static_mask``'s block and superblock levels and counts without a pass over the
-        nodes (``kernels.blocks._static_blocks``): ``statics`` per block its nodes'
+        nodes (``kernels.masks._static_blocks``): ``statics`` per block its nodes'
         schedulability (0/1), model code and device count (this layout's blocks must be classes
         of nodes alike in those, as ``NodeMatrix.block_layout`` builds), ``hits`` per block how
         many of its nodes match the node selector."""

@@ -30,8 +30,8 @@ class StaticMask:
     and superblock of the matrix's block layout whether any node passes, ``selected`` per node
     whether it matches the node selector only: inside a block that passes, every node passes
     schedulable and model (a block's nodes are alike in those), so the block search needs no
-    more. All of that costs work per block plus per selected node (``kernels.blocks.
-    _static_blocks`` and ``NodeMatrix.label_nodes``), which is what a first placement with a new
+    more. All of that costs work per block plus per selected node (``kernels.masks.
+    _static_blocks`` and ``NodeMatrix.label_selection``), which is what a first placement with a new
     selector pays. ``mask``, every test per node (the batch kernel's scans), is built in one pass
     over the nodes the first time it is read.
     """

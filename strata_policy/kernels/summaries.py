@@ -1,0 +1,176 @@
+"""Block summaries (``kernels.blocks``' module docstring says what they hold and why): per
+block and per superblock, per resource column the largest and smallest free amount, the best
+GPU offer, and for every subset of cpu, memory, gpu the extremes of ``Σ free_c / cap_c`` and the
+smallest ``Σ free_c / maxcap_c``; per node its GPU offer. ``_refresh_blocks`` recomputes the
+blocks holding given nodes (a committed placement changes one) and their superblocks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from strata_policy.kernels.config import inline_kernel, kernel
+from strata_policy.kernels.fit import MILLI
+
+_SUBSETS = 8  # subsets of the columns cpu, memory, gpu, as bit masks (0 unused)
+_G_MAX = 0  # sums rows: [_G_MAX, T] largest Σ free/cap, [_G_MIN, T] smallest,
+_G_MIN = 1  # [_H_MIN, T] smallest Σ free/maxcap
+_H_MIN = 2
+
+
+@inline_kernel
+def _gpu_offer(gpu_free: np.ndarray, n: int) -> int:
+    """``1000 × (fully free devices)`` when any device is fully free, else the largest free
+    device milli (0 without devices): a GPU request ``g`` fits iff ``offer >= g``."""
+    full = 0
+    top = 0
+    for d in range(gpu_free.shape[1]):
+        f = gpu_free[n, d]
+        if f == MILLI:
+            full += 1
+        elif f > top:
+            top = f
+    if full > 0:
+        return full * MILLI
+    return top
+
+
+@inline_kernel
+def _subset_sum(t: int, x1: float, x2: float, x4: float) -> float:
+    """``Σ x_c`` over the columns in subset ``t`` (bit 0 cpu, 1 memory, 2 gpu), summed in that
+    order (the bounds' slack covers the order; see the module docstring)."""
+    s = 0.0
+    if t & 1:
+        s = x1
+    if t & 2:
+        s = s + x2
+    if t & 4:
+        s = s + x4
+    return s
+
+
+@inline_kernel
+def _summarise_block(
+    free: np.ndarray,
+    gpu_free: np.ndarray,
+    inv_cap: np.ndarray,
+    inv_max_cap: np.ndarray,
+    perm: np.ndarray,
+    bstart: np.ndarray,
+    b: int,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    offer: np.ndarray,
+    sums: np.ndarray,
+    node_offer: np.ndarray,
+) -> None:
+    """Block ``b``'s summary rows from its nodes (and its nodes' GPU offers)."""
+    r = free.shape[1]
+    first = perm[bstart[b]]
+    for c in range(r):
+        hi[b, c] = free[first, c]
+        lo[b, c] = free[first, c]
+    offer[b] = 0
+    for t in range(1, _SUBSETS):
+        sums[b, _G_MAX, t] = -np.inf
+        sums[b, _G_MIN, t] = np.inf
+        sums[b, _H_MIN, t] = np.inf
+    for j in range(bstart[b], bstart[b + 1]):
+        n = perm[j]
+        for c in range(r):
+            v = free[n, c]
+            hi[b, c] = max(hi[b, c], v)
+            lo[b, c] = min(lo[b, c], v)
+        o = _gpu_offer(gpu_free, n)
+        node_offer[n] = o
+        offer[b] = max(offer[b], o)
+        g1 = free[n, 0] * inv_cap[n, 0]
+        g2 = free[n, 1] * inv_cap[n, 1]
+        g4 = free[n, 2] * inv_cap[n, 2]
+        h1 = free[n, 0] * inv_max_cap[0]
+        h2 = free[n, 1] * inv_max_cap[1]
+        h4 = free[n, 2] * inv_max_cap[2]
+        for t in range(1, _SUBSETS):
+            g = _subset_sum(t, g1, g2, g4)
+            h = _subset_sum(t, h1, h2, h4)
+            sums[b, _G_MAX, t] = max(sums[b, _G_MAX, t], g)
+            sums[b, _G_MIN, t] = min(sums[b, _G_MIN, t], g)
+            sums[b, _H_MIN, t] = min(sums[b, _H_MIN, t], h)
+
+
+@inline_kernel
+def _summarise_super(
+    sstart: np.ndarray,
+    s: int,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    offer: np.ndarray,
+    sums: np.ndarray,
+    s_hi: np.ndarray,
+    s_lo: np.ndarray,
+    s_offer: np.ndarray,
+    s_sums: np.ndarray,
+) -> None:
+    """Superblock ``s``'s summary rows from its blocks'."""
+    first = sstart[s]
+    for c in range(hi.shape[1]):  # element by element: a slice copy would allocate
+        s_hi[s, c] = hi[first, c]
+        s_lo[s, c] = lo[first, c]
+    s_offer[s] = offer[first]
+    for x in range(sums.shape[1]):
+        for t in range(_SUBSETS):
+            s_sums[s, x, t] = sums[first, x, t]
+    for b in range(first + 1, sstart[s + 1]):
+        for c in range(hi.shape[1]):
+            s_hi[s, c] = max(s_hi[s, c], hi[b, c])
+            s_lo[s, c] = min(s_lo[s, c], lo[b, c])
+        s_offer[s] = max(s_offer[s], offer[b])
+        for t in range(1, _SUBSETS):
+            s_sums[s, _G_MAX, t] = max(s_sums[s, _G_MAX, t], sums[b, _G_MAX, t])
+            s_sums[s, _G_MIN, t] = min(s_sums[s, _G_MIN, t], sums[b, _G_MIN, t])
+            s_sums[s, _H_MIN, t] = min(s_sums[s, _H_MIN, t], sums[b, _H_MIN, t])
+
+
+@kernel
+def _refresh_blocks(
+    free: np.ndarray,
+    gpu_free: np.ndarray,
+    inv_cap: np.ndarray,
+    inv_max_cap: np.ndarray,
+    perm: np.ndarray,
+    bstart: np.ndarray,
+    block_of: np.ndarray,
+    sstart: np.ndarray,
+    super_of: np.ndarray,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    offer: np.ndarray,
+    sums: np.ndarray,
+    s_hi: np.ndarray,
+    s_lo: np.ndarray,
+    s_offer: np.ndarray,
+    s_sums: np.ndarray,
+    node_offer: np.ndarray,
+    rows: np.ndarray,
+    n_rows: int,
+) -> None:
+    """Recompute the summaries holding nodes ``rows[:n_rows]`` (all of them when ``n_rows < 0``);
+    raises ``ValueError`` for a row out of range."""
+    # One call site per helper (each is inlined: fewer copies compile faster).
+    every = n_rows < 0
+    n_blocks = bstart.shape[0] - 1
+    for i in range(n_blocks if every else n_rows):
+        if every:
+            b = i
+        else:
+            if not 0 <= rows[i] < free.shape[0]:
+                raise ValueError("rows out of range")
+            b = block_of[rows[i]]
+            if i > 0 and block_of[rows[i - 1]] == b:
+                continue
+        _summarise_block(free, gpu_free, inv_cap, inv_max_cap, perm, bstart, b, hi, lo, offer,
+                         sums, node_offer)  # fmt: skip
+        s = super_of[b]
+        if every and b + 1 < n_blocks and super_of[b + 1] == s:
+            continue  # the superblock is summarised once its last block is
+        _summarise_super(sstart, s, hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums)
