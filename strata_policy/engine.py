@@ -366,8 +366,9 @@ class Engine:
 
         It is the commonest committed call, and in a server every function and object it
         touches is cold, so it skips what the general path needs for a batch: the decision comes
-        before the transaction, which holds only the ``add``, and the journal's delta is that
-        one workload (what ``ClusterState.changes`` would find). Same checks, answers, state and
+        before the transaction, which holds only the ``add`` (and there is none without a
+        journal: nothing can fail to undo), and the journal's delta is that one workload (what
+        ``ClusterState.changes`` would find). Same checks, answers, state and
         journal as the general path (a Hypothesis property says so).
         """
         _cluster_id(cluster_id)
@@ -383,11 +384,17 @@ class Engine:
             result = decide_admit(state.tree, state.workloads, workload, state.capacity)
             if result.decision is Decision.ADMITTED:
                 admitted = values.running(workload, (), now_ms or self.clock())
-                with state.transaction():
+                if self.journal is None:
+                    # No write can fail after the checks above (id new, scope known, no nodes
+                    # to allocate), so no transaction is needed to undo one.
                     state.add(admitted)
                     state.generation += 1
                     state.task_mix.observe_many((workload,))
-                    if self.journal is not None:
+                else:
+                    with state.transaction():
+                        state.add(admitted)
+                        state.generation += 1
+                        state.task_mix.observe_many((workload,))
                         delta = Delta(upsert_workloads=(admitted,))
                         change = Change(cluster_id, state.generation, ChangeKind.DELTA, delta=delta)
                         self._journal(change, state)

@@ -145,10 +145,11 @@ class ClusterState:
         self.tree.charge(rw.workload.scope_id, rw.workload.total)
         self._allocate(rw.workload.request, rw.placements)
         self._insert(rw)
-        self.touched.add(wid)
-        self.created.add(wid)
-        self._added.append(wid)
-        self._record(lambda: self._unadd(rw))
+        if self._undo is not None:  # outside a transaction there is nothing to track or undo
+            self.touched.add(wid)
+            self.created.add(wid)
+            self._added.append(wid)
+            self._undo.append(lambda: self._unadd(rw))
 
     def add_many(
         self,
