@@ -231,26 +231,23 @@ class Engine:
     ) -> BatchResult:
         """Quota decisions for a batch (DESIGN §2); admitted ones hold quota, not nodes.
 
-        A dry run of one workload ("may this start now?", the control plane's commonest call)
-        writes nothing (``batch.admit``), so it opens no transaction.
+        One workload, the control plane's commonest call ("may this start now?", or start it),
+        takes ``_admit_one``; a batch takes ``batch.admit`` in a transaction.
         """
         self.limits.check_batch(len(workloads), _replicas(workloads))
-        if len(workloads) == 1 and not dry_run:
+        if len(workloads) == 1:
             result = self._admit_one(
-                cluster_id, workloads[0], request_id, expected_generation, now_ms
+                cluster_id, workloads[0], dry_run, request_id, expected_generation, now_ms
             )
-            if self.observer is not None:
-                self.observer.observe_results("Admit", result.results)
-            return result
-        result = self._mutate(
-            cluster_id,
-            "admit",
-            request_id,
-            expected_generation,
-            dry_run,
-            lambda state: batch.admit(state, workloads, order, now_ms or self.clock(), dry_run),
-            writes=not (dry_run and len(workloads) == 1),
-        )
+        else:
+            result = self._mutate(
+                cluster_id,
+                "admit",
+                request_id,
+                expected_generation,
+                dry_run,
+                lambda state: batch.admit(state, workloads, order, now_ms or self.clock(), dry_run),
+            )
         if self.observer is not None:
             self.observer.observe_results("Admit", result.results)
         return result
@@ -358,17 +355,18 @@ class Engine:
         self,
         cluster_id: str,
         workload: Workload,
+        dry_run: bool,
         request_id: str,
         expected_generation: int,
         now_ms: int,
     ) -> BatchResult:
-        """A committed Admit of one workload: ``_mutate`` with ``batch.admit``, written out.
+        """An Admit of one workload: ``_mutate`` with ``batch.admit``, written out.
 
-        It is the commonest committed call, and in a server every function and object it
-        touches is cold, so it skips what the general path needs for a batch: the decision comes
-        before the transaction, which holds only the ``add`` (and there is none without a
-        journal: nothing can fail to undo), and the journal's delta is that one workload (what
-        ``ClusterState.changes`` would find). Same checks, answers, state and
+        It is the commonest call, and in a server every function and object it touches is cold,
+        so it skips what the general path needs for a batch: the decision comes first; a dry run
+        writes nothing; a commit holds only the ``add`` in a transaction (and opens none without
+        a journal: nothing after the checks can fail to undo), and the journal's delta is that
+        one workload (what ``ClusterState.changes`` would find). Same checks, answers, state and
         journal as the general path (a Hypothesis property says so).
         """
         _cluster_id(cluster_id)
@@ -382,7 +380,7 @@ class Engine:
             _check_generation(cluster_id, expected_generation, state.generation)
             check_new_workloads(state, (workload,), "workloads")
             result = decide_admit(state.tree, state.workloads, workload, state.capacity)
-            if result.decision is Decision.ADMITTED:
+            if result.decision is Decision.ADMITTED and not dry_run:
                 admitted = values.running(workload, (), now_ms or self.clock())
                 if self.journal is None:
                     # No write can fail after the checks above (id new, scope known, no nodes
@@ -411,14 +409,11 @@ class Engine:
         expected_generation: int,
         dry_run: bool,
         compute: Callable[[ClusterState], Callable[[int], T]],
-        *,
-        writes: bool = True,
     ) -> T:
         """Run ``compute`` in a transaction; roll back for a dry run, commit otherwise.
 
         ``compute`` changes the state and returns a function of the resulting generation that
-        builds the answer (results carry the generation). ``writes=False`` promises that
-        ``compute`` changes nothing, and then no transaction is opened.
+        builds the answer (results carry the generation).
         """
         _cluster_id(cluster_id)
         slot = self.store.slot(cluster_id)
@@ -428,10 +423,7 @@ class Engine:
                 return remembered  # type: ignore[return-value]  # the answer this method stored
             state = slot.require(cluster_id)
             _check_generation(cluster_id, expected_generation, state.generation)
-            if not writes:
-                answer = compute(state)(state.generation)
-            else:
-                answer = self._transact(cluster_id, state, dry_run, compute)
+            answer = self._transact(cluster_id, state, dry_run, compute)
             self.store.remember(cluster_id, method, request_id, answer)
             return answer
 

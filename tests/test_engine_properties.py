@@ -233,34 +233,35 @@ class _Recorder:
         raise AssertionError("never asked for")
 
 
-def _general_admit(engine: Engine, w: Workload, request_id: str) -> object:
-    """A one-workload committed Admit through the general batch path (``_mutate``)."""
+def _general_admit(engine: Engine, w: Workload, request_id: str, dry: bool) -> object:
+    """A one-workload Admit through the general batch path (``_mutate``)."""
     return engine._mutate(
-        "c", "admit", request_id, 0, False, lambda s: batch.admit(s, [w], Order.FIFO, 5)
+        "c", "admit", request_id, 0, dry, lambda s: batch.admit(s, [w], Order.FIFO, 5, dry)
     )
 
 
 @settings(max_examples=80)
 @given(
     calls=calls,
-    singles=st.lists(st.tuples(workloads, st.sampled_from(["", "r1", "r2"]))),
+    singles=st.lists(st.tuples(workloads, st.sampled_from(["", "r1", "r2"]), st.booleans())),
     journaled=st.booleans(),
 )
-def test_committed_one_workload_admit_equals_the_batch_path(
-    calls: list[tuple[object, ...]], singles: list[tuple[Workload, str]], journaled: bool
+def test_one_workload_admit_equals_the_batch_path(
+    calls: list[tuple[object, ...]], singles: list[tuple[Workload, str, bool]], journaled: bool
 ) -> None:
-    """Committed one-workload Admits (their lean path, with a journal or without) give the batch
-    path's answers, errors, state, task mix and journal, request ids remembered alike."""
+    """One-workload Admits, dry or committed (their lean path, with a journal or without), give
+    the batch path's answers, errors, state, task mix and journal, request ids remembered
+    alike."""
     engines = [
         _engine_after(calls, _Recorder() if journaled else None),
         _engine_after(calls, _Recorder() if journaled else None),
     ]
     lean, general = engines
-    for w, request_id in singles:
+    for w, request_id, dry in singles:
         outcomes = []
         for engine, admit in (
-            (lean, lambda e, w=w, r=request_id: e.admit("c", [w], request_id=r)),
-            (general, lambda e, w=w, r=request_id: _general_admit(e, w, r)),
+            (lean, lambda e, w=w, r=request_id, d=dry: e.admit("c", [w], request_id=r, dry_run=d)),
+            (general, lambda e, w=w, r=request_id, d=dry: _general_admit(e, w, r, d)),
         ):
             try:
                 outcomes.append(admit(engine))
