@@ -17,6 +17,7 @@ from strata_policy.model import (
     WorkloadResult,
 )
 from strata_policy.model.resources import MAX_AMOUNT
+from strata_policy.model.slots import setters
 from strata_policy.policy import values
 from strata_policy.quota import groups
 from strata_policy.state import validate
@@ -51,7 +52,7 @@ def test_values_built_through_slots_equal_the_constructors(
 def test_setters_refuse_a_field_list_that_drifted() -> None:
     """A builder naming other fields than the class has fails at import, not silently."""
     with pytest.raises(TypeError, match="fields"):
-        values.setters(Placement, ("node_id",))
+        setters(Placement, ("node_id",))
 
 
 SCOPES = (scope("org"), scope("team", "org"))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from matrix_state import matrix_state
 
 from strata_policy.model import Placement, RunningWorkload, Snapshot, Workload
 from strata_policy.state.allocation import ReplicaRows, running_rows
@@ -36,17 +37,6 @@ running = st.builds(
 )
 
 
-def _state(m: NodeMatrix) -> tuple[object, ...]:
-    """Arrays, versions and journal (the epoch only as "a new journal was begun")."""
-    return (
-        m.allocated.tolist(),
-        m.free.tolist(),
-        m.gpu_free.tolist(),
-        m.version.tolist(),
-        m.journal_since(0).tolist(),
-    )
-
-
 def _prefilled(before: int) -> tuple[NodeMatrix, int]:
     """A fresh matrix after ``before`` one-milli CPU replicas on node c (moving the journal
     towards its end), and its epoch then."""
@@ -63,15 +53,15 @@ def test_bulk_allocation_equals_one_by_one(workloads: list[RunningWorkload], bef
     (a journal filled part way starts a new one at the same replica); else nothing changed."""
     snap = Snapshot(NODES, (), tuple(workloads))
     (bulk, bulk_epoch), (single, single_epoch) = _prefilled(before), _prefilled(before)
-    start = _state(bulk)
+    start = matrix_state(bulk)
     ok = bulk.allocate_running(workloads)
     problems = _allocate_one_by_one(single, snap, "snapshot")
     assert ok == (not problems)
     if ok:
-        assert _state(bulk) == _state(single)
+        assert matrix_state(bulk) == matrix_state(single)
         assert (bulk.epoch == bulk_epoch) == (single.epoch == single_epoch)
     else:
-        assert _state(bulk) == start
+        assert matrix_state(bulk) == start
         assert bulk.epoch == bulk_epoch
 
 
@@ -93,7 +83,7 @@ def test_rows_journal_like_one_by_one(before: int, count: int) -> None:
     assert bulk.allocate_rows(ReplicaRows(nodes, req, np.full((count, 2), -1, dtype=np.int64)))
     for n in nodes.tolist():
         single.allocate(n, {"cpu": 1}, ())
-    assert _state(bulk) == _state(single)
+    assert matrix_state(bulk) == matrix_state(single)
     assert (bulk.epoch == bulk_epoch) == (single.epoch == single_epoch)
 
 
@@ -123,15 +113,15 @@ def test_bulk_deallocation_is_the_inverse_one_by_one(
         assert rows is not None
         assert bulk.deallocate_rows(rows)
         assert _deallocate_one_by_one(single, workloads)
-        assert _state(bulk) == _state(single)
-        assert _state(bulk)[:3] == _state(NodeMatrix.from_nodes(NODES))[:3]
+        assert matrix_state(bulk) == matrix_state(single)
+        assert matrix_state(bulk)[:3] == matrix_state(NodeMatrix.from_nodes(NODES))[:3]
     fresh, reference = NodeMatrix.from_nodes(NODES), NodeMatrix.from_nodes(NODES)
     rows = running_rows(fresh, stray)
     if rows is not None:
-        before = _state(fresh)
+        before = matrix_state(fresh)
         freed = fresh.deallocate_rows(rows)
         if freed:
             assert _deallocate_one_by_one(reference, stray)
-            assert _state(fresh) == _state(reference)
+            assert matrix_state(fresh) == matrix_state(reference)
         else:
-            assert _state(fresh) == before
+            assert matrix_state(fresh) == before

@@ -8,6 +8,7 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from matrix_state import matrix_state
 
 from strata_policy.engine import Engine
 from strata_policy.errors import InvalidArgument
@@ -295,14 +296,7 @@ def _matrix(engine: Engine, epoch: int) -> tuple[object, ...]:
     """The node matrix's arrays, versions and journal (and whether a new journal was begun)."""
     with engine.store.slot("c") as slot:
         m = slot.require("c").matrix
-        return (
-            m.allocated.tolist(),
-            m.free.tolist(),
-            m.gpu_free.tolist(),
-            m.version.tolist(),
-            m.journal_since(0).tolist(),
-            m.epoch == epoch,
-        )
+        return (*matrix_state(m), m.epoch == epoch)
 
 
 def test_a_failure_after_a_committed_run_changes_nothing() -> None:

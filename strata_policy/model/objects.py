@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from strata_policy.model.resources import GPU, Resources, scale
+from strata_policy.model.slots import setters
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
 
@@ -107,17 +108,22 @@ class Snapshot:
 
 
 _new = object.__new__
-_workload_slots = Workload.__dict__  # the slot descriptors of the frozen dataclass
-_set_id = _workload_slots["id"].__set__
-_set_scope_id = _workload_slots["scope_id"].__set__
-_set_request = _workload_slots["request"].__set__
-_set_replicas = _workload_slots["replicas"].__set__
-_set_priority = _workload_slots["priority"].__set__
-_set_preemptible = _workload_slots["preemptible"].__set__
-_set_node_selector = _workload_slots["node_selector"].__set__
-_set_gpu_model = _workload_slots["gpu_model"].__set__
-_set_spread_key = _workload_slots["spread_key"].__set__
-_set_queued_at_ms = _workload_slots["queued_at_ms"].__set__
+(
+    _set_id,
+    _set_scope_id,
+    _set_request,
+    _set_replicas,
+    _set_priority,
+    _set_preemptible,
+    _set_node_selector,
+    _set_gpu_model,
+    _set_spread_key,
+    _set_queued_at_ms,
+) = setters(
+    Workload,
+    ("id", "scope_id", "request", "replicas", "priority", "preemptible", "node_selector",
+     "gpu_model", "spread_key", "queued_at_ms"),
+)  # fmt: skip
 
 
 def new_workload(

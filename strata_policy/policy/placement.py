@@ -22,6 +22,7 @@ import numpy as np
 from strata_policy import kernels
 from strata_policy.model.decisions import Policy, Reason
 from strata_policy.model.objects import Placement, Workload
+from strata_policy.model.slots import setters
 from strata_policy.policy import placement_inputs as inputs
 from strata_policy.policy.explain import SPREAD_CONFLICT, insufficient, unfit_reason
 from strata_policy.policy.placement_cache import place_blocks, place_cached
@@ -100,11 +101,9 @@ class PlacementOutcome:
 
 
 _new = object.__new__
-_slots = PlacementOutcome.__dict__  # the slot descriptors of the frozen dataclass
-_set_placements = _slots["placements"].__set__
-_set_score = _slots["score"].__set__
-_set_reasons = _slots["reasons"].__set__
-_set_explanation = _slots["explanation"].__set__
+_set_placements, _set_score, _set_reasons, _set_explanation = setters(
+    PlacementOutcome, ("placements", "score", "reasons", "explanation")
+)
 
 
 def _placed(placements: tuple[Placement, ...], score: float) -> PlacementOutcome:

@@ -25,8 +25,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-import numpy as np
-
 from strata_policy import kernels
 from strata_policy.model.objects import Placement, Workload
 from strata_policy.policy import placement_inputs as inputs
@@ -56,6 +54,16 @@ class _Entry:
         self.seen = 0
 
 
+def _shape(workload: Workload) -> tuple[object, ...]:
+    """What a cached query or tree depends on of a workload: request, selector, GPU model."""
+    selector = workload.node_selector
+    return (
+        tuple(workload.request.items()),
+        tuple(selector.items()) if selector else (),
+        workload.gpu_model,
+    )
+
+
 def _weights_key(weights: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
     return tuple(sorted(weights.items())) if weights else ()
 
@@ -65,14 +73,7 @@ def place_blocks(
 ) -> tuple[tuple[Placement, ...], float] | None:
     """The placement of one replica of ``workload`` under a resource policy and its score, or
     None when nothing fits (or the request names a resource no node has)."""
-    selector = workload.node_selector
-    key = (
-        policy,
-        tuple(workload.request.items()),
-        tuple(selector.items()) if selector else (),
-        workload.gpu_model,
-        _weights_key(weights) if weights else (),
-    )
+    key = (policy, *_shape(workload), _weights_key(weights) if weights else ())
     queries: dict[object, kernels.BlockQuery | None] = matrix.shared(_QUERIES, dict)
     query = queries.get(key, _ABSENT)
     if query is _ABSENT:
@@ -98,26 +99,14 @@ def _block_query(
     policy: int,
     weights: Mapping[str, float],
 ) -> kernels.BlockQuery | None:
-    """The shape's query: ``inputs.request_row`` and ``inputs.weight_rows`` for one row, built
-    from lists (a first placement of a shape pays two array constructions, not one NumPy call
-    per resource); None when the request names a resource no node has."""
-    request = workload.request
-    if (
-        not request.keys() <= matrix.resource_index.keys()
-        and inputs.request_row(matrix, request)[1]
-    ):
+    req, missing = inputs.request_row(matrix, workload.request)
+    if missing:
         return None
-    names = matrix.resources
-    amounts = [request.get(r, 0) for r in names]
-    if weights:
-        factors = [float(weights.get(r, 0.0)) for r in names]
-    else:
-        factors = [1.0 if a > 0 else 0.0 for a in amounts]
     static = static_mask(matrix, workload)
     return index.query(
         policy=policy,
-        req=np.array(amounts, dtype=np.int64),
-        weights=np.array(factors, dtype=np.float64),
+        req=req,
+        weights=inputs.weight_rows(matrix, req, weights),
         mask=static.selected,  # schedulable and model are decided per block (StaticMask)
         levels=(static.blocks, static.supers),
     )
@@ -133,16 +122,7 @@ def place_cached(
     when nothing fits (or the request names a resource no node has). ``types`` is the FGD mix
     and ``fgd_mode`` its score."""
     policy = kernels.FRAGMENTATION_AWARE
-    selector = workload.node_selector
-    key = (
-        policy,
-        tuple(workload.request.items()),
-        tuple(selector.items()) if selector else (),
-        workload.gpu_model,
-        (),
-        fgd_mode,
-        len(types),
-    )
+    key = (policy, *_shape(workload), (), fgd_mode, len(types))
     trees = matrix.trees
     lock = trees.get(_LOCK)
     if lock is None:
@@ -202,7 +182,7 @@ def _new_entry(
         inv_max_cap=matrix.inv_max_capacity,
         mask=static_mask(matrix, workload).mask,
         req=req,
-        weights=np.ascontiguousarray(inputs.weight_rows(matrix, req[None, :], weights)[0]),
+        weights=inputs.weight_rows(matrix, req, weights),
         frag=frag if frag is not None else kernels.FragArrays.empty(len(matrix)),
         fgd_mode=fgd_mode,
     )

@@ -55,22 +55,20 @@ def seed_of(seed: int, workload_id: str) -> int:
 
 
 def request_row(matrix: NodeMatrix, request: Mapping[str, int]) -> tuple[np.ndarray, str]:
-    """The request as a column vector, and the first resource (by name) no column has."""
-    row = np.zeros(len(matrix.resources), dtype=np.int64)
-    missing = ""
+    """The request as a column vector, and the first resource (by name) no column has.
+
+    Built from a list in one array construction (a first placement of a shape pays it)."""
     col = matrix.resource_index
-    for name, amount in request.items():
-        c = col.get(name)
-        if c is not None:
-            row[c] = amount
-        elif amount > 0 and (not missing or name < missing):
-            missing = name
-    return row, missing
+    missing = ""
+    if not request.keys() <= col.keys():
+        missing = min((n for n, a in request.items() if a > 0 and n not in col), default="")
+    return np.array([request.get(r, 0) for r in matrix.resources], dtype=np.int64), missing
 
 
 def weight_rows(matrix: NodeMatrix, req: np.ndarray, weights: Mapping[str, float]) -> np.ndarray:
-    """Per workload, the score weight of each column: the options' weights when given (absent
-    = 0), else 1 for every requested resource."""
+    """Per workload (a row of ``req``, or ``req`` itself when it is one row), the score weight
+    of each column: the options' weights when given (absent = 0), else 1 for every requested
+    resource."""
     if not weights:
         return (req > 0).astype(np.float64)
     row = np.array([float(weights.get(r, 0.0)) for r in matrix.resources], dtype=np.float64)

@@ -8,13 +8,12 @@ slot-descriptor call per field, about a third of the cost, and equal (``==``) to
 constructor builds. The ``*_many`` builders go one step further for a batch: they build the
 values column by column, each column one C-level ``map`` of a slot setter over the objects, so
 no Python frame runs per value (about 50 ns a field). Each builder sets every field: the field
-names are checked against ``dataclasses.fields`` at import, so a field added to one of these
-classes fails loudly here instead of leaving a slot unset.
+names are checked against ``dataclasses.fields`` at import (``model.slots.setters``), so a field
+added to one of these classes fails loudly instead of leaving a slot unset.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
@@ -22,18 +21,10 @@ from typing import Any
 
 from strata_policy.model import Decision, Placement, RunningWorkload, Workload, WorkloadResult
 from strata_policy.model.resources import Resources
+from strata_policy.model.slots import setters
 
 _new = object.__new__
 _drain: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend  # runs an iterator in C
-Setter = Callable[[Any, Any], None]
-
-
-def setters(cls: type, names: tuple[str, ...]) -> tuple[Setter, ...]:
-    """The slot setters of ``cls``'s fields, which must be exactly ``names`` in order."""
-    fields = tuple(f.name for f in dataclasses.fields(cls))
-    if fields != names:
-        raise TypeError(f"{cls.__name__} has fields {fields}, the builder sets {names}")
-    return tuple(cls.__dict__[name].__set__ for name in names)
 
 
 _P_NODE, _P_DEVICES = setters(Placement, ("node_id", "gpu_devices"))

@@ -199,7 +199,7 @@ class ConcurrencyLimitInterceptor(ServerInterceptorBase):
                 try:
                     return inner(request, context)
                 finally:
-                    with lock:
+                    with lock:  # _release, written out: this runs on every RPC
                         self.in_flight -= 1
 
             return call

@@ -69,9 +69,8 @@ _BORROWED = _tag(pb.WorkloadResult, "borrowed")
 _SCORE = _tag(pb.WorkloadResult, "score")
 _EXPLANATION = _tag(pb.WorkloadResult, "explanation")
 _DECISIONS = {
-    d.value: _tag(pb.WorkloadResult, "decision") + _varint(getattr(pb, f"DECISION_{d.value}"))
-    for d in model.Decision
-}  # keyed by the enum's value, not the member: an Enum's __hash__ is Python code
+    value: _tag(pb.WorkloadResult, "decision") + _varint(code) for value, code in _CODES.items()
+}  # keyed by the enum's value, as DECISION_CODES is
 _ENTRY_KEY, _ENTRY_VALUE = _varint(1 << 3 | _LENGTH), _varint(2 << 3 | _VARINT)
 _placements: dict[tuple[str, tuple[int, ...]], bytes] = {}
 _borrowed: dict[tuple[tuple[str, int], ...], bytes] = {}
