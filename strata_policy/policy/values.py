@@ -38,7 +38,7 @@ _W_ID, _W_DECISION, _W_PLACEMENTS, _W_REASONS, _W_BORROWED, _W_VICTIMS, _W_SCORE
          "explanation"),
     )
 )  # fmt: skip
-_PLACED = Decision.PLACED
+_PLACED, _ADMITTED = Decision.PLACED, Decision.ADMITTED
 
 
 def placement(node_id: str, gpu_devices: tuple[int, ...]) -> Placement:
@@ -72,6 +72,20 @@ def placed_result(
     _W_BORROWED(out, borrowed)
     _W_VICTIMS(out, ())
     _W_SCORE(out, score)
+    _W_TEXT(out, "")
+    return out
+
+
+def admitted_result(workload_id: str, borrowed: Resources) -> WorkloadResult:
+    """``WorkloadResult(workload_id, ADMITTED, borrowed=borrowed)``."""
+    out: WorkloadResult = _new(WorkloadResult)
+    _W_ID(out, workload_id)
+    _W_DECISION(out, _ADMITTED)
+    _W_PLACEMENTS(out, ())
+    _W_REASONS(out, ())
+    _W_BORROWED(out, borrowed)
+    _W_VICTIMS(out, ())
+    _W_SCORE(out, 0.0)
     _W_TEXT(out, "")
     return out
 

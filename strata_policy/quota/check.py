@@ -125,19 +125,29 @@ def admissible(
     Equal to ``check_admit(...).borrowed`` whenever ``check_admit(...).fits``; ``None`` sends
     the caller to ``check_admit`` for the reasons. Most decisions pass, so they skip them.
     """
-    if shortfall(tree, path, q, capacity):
-        return None
+    root = tree.total_usage()
+    for r, amount in q.items():
+        if amount > capacity.get(r, 0) - root.get(r, 0):
+            return None
+    scopes, usages = tree.scopes, tree.usages
+    for sid in path:  # ``shortfall``'s limit check, stopping at the first failure
+        limit = scopes[sid].limit
+        if limit:
+            usage = usages[sid]
+            for r, amount in q.items():
+                if r in limit and usage.get(r, 0) + amount > limit[r]:
+                    return None
     return borrowed_part(tree, path, q)
 
 
 def borrowed_part(tree: QuotaTree, path: tuple[str, ...], q: Mapping[str, int]) -> dict[str, int]:
     """The part of ``q`` not covered by the idle guarantee of every scope on ``path``."""
     out: dict[str, int] = {}
-    scopes = tree.scopes
+    scopes, usages = tree.scopes, tree.usages
     for r in sorted(q):
         covered = q[r]
         for sid in path:
-            idle = scopes[sid].guarantee.get(r, 0) - tree.usage(sid).get(r, 0)
+            idle = scopes[sid].guarantee.get(r, 0) - usages[sid].get(r, 0)
             covered = min(covered, max(idle, 0))
             if covered == 0:
                 break

@@ -129,16 +129,26 @@ class QuotaTree:
         """Usage of all admitted work (the virtual root), as a live read-only view."""
         return MappingProxyType(self._root)
 
+    @property
+    def usages(self) -> Mapping[str, Mapping[str, int]]:
+        """Every scope's subtree usage, live, by scope id: what ``usage`` gives one at a time,
+        for the per-decision loops that would otherwise wrap each scope's table in a view.
+        Read-only by contract: only ``charge`` and ``refund`` change usage."""
+        return self._usage
+
     def charge(self, scope_id: str, amounts: Resources) -> None:
-        """Add ``amounts`` to ``scope_id``, every ancestor and the root. O(depth × resources)."""
+        """Add ``amounts`` to ``scope_id``, every ancestor and the root. O(depth × resources).
+
+        Amounts are never negative (validated), so no entry reaches zero here: ``_add`` written
+        out without that case, as this runs once per admitted workload.
+        """
         path = self.path(scope_id)
         live = {r: a for r, a in amounts.items() if a}
         if not live:
             return
-        _add(self._own[scope_id], live, 1)
-        for sid in path:
-            _add(self._usage[sid], live, 1)
-        _add(self._root, live, 1)
+        for target in (self._own[scope_id], *map(self._usage.__getitem__, path), self._root):
+            for r, a in live.items():
+                target[r] = target.get(r, 0) + a
 
     def refund(self, scope_id: str, amounts: Resources) -> None:
         """The exact inverse of ``charge``.

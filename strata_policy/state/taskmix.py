@@ -61,8 +61,11 @@ class TaskMix:
         self._cache: dict[float, tuple[TaskType, ...]] = {}
 
     def observe(self, workload: Workload) -> None:
-        """Count the workload's replicas under its shape."""
-        self.observe_many((workload,))
+        """Count the workload's replicas under its shape (``observe_many`` of one)."""
+        key = shape_of(workload)
+        self._counts[key] = self._counts.get(key, 0) + workload.replicas
+        self._total += workload.replicas
+        self._cache.clear()
 
     def observe_many(self, workloads: Iterable[Workload]) -> None:
         """``observe`` each workload; the shape is worked out once per distinct (cpu, gpu,
