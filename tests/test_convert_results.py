@@ -20,7 +20,7 @@ from strata_policy.model import (
     WorkloadResult,
 )
 from strata_policy.service import convert
-from strata_policy.service.results import add_result, add_results
+from strata_policy.service.results import add_result, add_results, response_bytes
 
 CASES = [
     pytest.param(
@@ -155,3 +155,15 @@ def test_add_results_equals_field_by_field(
         assert [list(r.borrowed.items()) for r in response.results] == [
             list(r.borrowed.items()) for r in expected.results
         ]
+
+
+@settings(max_examples=300)
+@given(st.lists(results, max_size=6), st.sampled_from([0, 3, 2**40]))
+def test_response_bytes_equal_the_serialized_response(
+    batch: list[WorkloadResult], generation: int
+) -> None:
+    """The Place handler's written response is the bytes gRPC serializes from the message."""
+    expected = svc.PlaceResponse(generation=generation)
+    add_results(expected, batch)
+    for _ in range(2):  # the second time from the cached fragments
+        assert response_bytes(generation, batch) == expected.SerializeToString()

@@ -11,12 +11,19 @@ or victims (a denial; rare, and the most varied) is added field by field in its 
 Clients see the same bytes either way: gRPC serializes the parsed response, and parsing these
 bytes yields the message the field-by-field path builds, map entries inserted in the same
 order (``tests/test_convert_results.py`` proves both for arbitrary results).
+
+The Place RPC's server handler goes one step further (``response_bytes``): it writes the whole
+response's bytes, the ones gRPC would serialize from the message ``add_results`` fills, so
+nothing is parsed into a message only to be serialized again. A result with reasons or victims
+is the one message it builds and serializes; borrowed amounts are written as protobuf writes
+the map it parsed (its own entry order), found once per distinct amounts and cached.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -62,6 +69,7 @@ def _tag(message: type[pb.WorkloadResult | svc.PlaceResponse], name: str) -> byt
     return _varint(field.number << 3 | _WIRE_TYPES.get(field.type, _VARINT))
 
 
+_GENERATION = _tag(svc.PlaceResponse, "generation")  # AdmitResponse's too
 _RESULTS = _tag(svc.PlaceResponse, "results")  # AdmitResponse's is the same (a test says so)
 _ID = _tag(pb.WorkloadResult, "workload_id")
 _PLACEMENT = _tag(pb.WorkloadResult, "placements")
@@ -74,6 +82,67 @@ _DECISIONS = {
 _ENTRY_KEY, _ENTRY_VALUE = _varint(1 << 3 | _LENGTH), _varint(2 << 3 | _VARINT)
 _placements: dict[tuple[str, tuple[int, ...]], bytes] = {}
 _borrowed: dict[tuple[tuple[str, int], ...], bytes] = {}
+_borrowed_out: dict[tuple[tuple[str, int], ...], bytes] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    """A response already serialized (``data``), with its ``generation`` for the interceptors
+    that read it from any response (the log line)."""
+
+    generation: int
+    data: bytes
+
+
+def encoded_data(response: EncodedResponse) -> bytes:
+    """The response serializer for handlers that answer ``EncodedResponse``."""
+    return response.data
+
+
+def response_bytes(generation: int, decisions: Iterable[model.WorkloadResult]) -> bytes:
+    """The bytes of ``PlaceResponse(generation=generation)`` (or the same AdmitResponse) with
+    ``add_results(response, decisions)``, as ``SerializeToString`` writes them.
+
+    Results come in runs with equal borrowed amounts (a batch's workloads ask alike), so the
+    previous result's fragment is tried before the cache.
+    """
+    parts = [_GENERATION, _varint(generation)] if generation else []
+    small = _SMALL
+    placements = _placements
+    last_amounts: tuple[tuple[str, int], ...] = ()
+    last_borrowed = b""
+    for r in decisions:
+        if r.reasons or r.victims:
+            body = _general(r)
+        else:
+            wid = r.workload_id.encode()
+            n = len(wid)
+            pieces = [_ID, small[n] if n < 128 else _varint(n), wid] if n else []
+            pieces.append(_DECISIONS[r.decision._value_])
+            for p in r.placements:
+                key = (p.node_id, p.gpu_devices)
+                fragment = placements.get(key)
+                if fragment is None:
+                    fragment = _cached(placements, key, _placement(p))
+                pieces.append(fragment)
+            if r.borrowed:
+                amounts = tuple(r.borrowed.items())
+                if amounts != last_amounts:
+                    last_amounts = amounts
+                    found = _borrowed_out.get(amounts)
+                    if found is None:
+                        found = _cached(_borrowed_out, amounts, _borrowed_as_written(amounts))
+                    last_borrowed = found
+                pieces.append(last_borrowed)
+            if r.score:
+                pieces += (_SCORE, _pack_double(r.score))
+            if r.explanation:
+                text = r.explanation.encode()
+                pieces += (_EXPLANATION, _varint(len(text)), text)
+            body = b"".join(pieces)
+        n = len(body)
+        parts += (_RESULTS, small[n] if n < 128 else _varint(n), body)
+    return b"".join(parts)
 
 
 def add_results(
@@ -130,6 +199,19 @@ def _cached(table: dict[_K, bytes], key: _K, fragment: bytes) -> bytes:
 def _placement(p: model.Placement) -> bytes:
     body = pb.Placement(node_id=p.node_id, gpu_devices=p.gpu_devices).SerializeToString()
     return _PLACEMENT + _varint(len(body)) + body
+
+
+def _general(r: model.WorkloadResult) -> bytes:
+    """One result built field by field and serialized (as ``add_result`` builds it)."""
+    out = pb.WorkloadResult(workload_id=r.workload_id, decision=_CODES[r.decision._value_])
+    fill_result(out, r)
+    return out.SerializeToString()
+
+
+def _borrowed_as_written(amounts: tuple[tuple[str, int], ...]) -> bytes:
+    """The borrowed map's bytes as protobuf writes the map parsed from ``_borrowed_entries``
+    (its order of entries is the map's own, not necessarily the mapping's)."""
+    return pb.WorkloadResult.FromString(_borrowed_entries(amounts)).SerializeToString()
 
 
 def _borrowed_entries(amounts: tuple[tuple[str, int], ...]) -> bytes:

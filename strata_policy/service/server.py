@@ -23,13 +23,12 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from strata.policy.v1 import policy_service_pb2 as svc
-from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 
 from strata_policy.engine import Engine
 from strata_policy.kernels import warmup
 from strata_policy.service.config import ServerConfig
 from strata_policy.service.interceptors import ConcurrencyLimitInterceptor, LoggingInterceptor
-from strata_policy.service.servicer import PolicyServicer
+from strata_policy.service.servicer import PolicyServicer, add_to_server
 
 if TYPE_CHECKING:
     from strata_policy.service.metrics import Metrics
@@ -75,9 +74,7 @@ class Server:
             # gRPC's own limit is only a backstop (it refuses without details), far above ours.
             maximum_concurrent_rpcs=config.max_concurrent_rpcs * 4 + 64,
         )
-        svc_grpc.add_PolicyServiceServicer_to_server(  # type: ignore[no-untyped-call]  # generated
-            PolicyServicer(self.engine), self.grpc
-        )
+        add_to_server(PolicyServicer(self.engine), self.grpc)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc

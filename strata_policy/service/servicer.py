@@ -12,15 +12,22 @@ from typing import TypeVar
 
 import grpc
 import structlog
+from google.protobuf.message_factory import GetMessageClass
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 
 from strata_policy.engine import Engine
 from strata_policy.errors import InternalError, StrataError
-from strata_policy.model import Order
+from strata_policy.model import BatchResult, Order, Workload
 from strata_policy.service import convert as c
-from strata_policy.service.results import add_results
+from strata_policy.service.results import (
+    EncodedResponse,
+    add_results,
+    encoded_data,
+    response_bytes,
+)
 from strata_policy.service.status import abort
+from strata_policy.service.wire import DecodedPlace, decode_place
 
 log = structlog.get_logger("strata.service")
 Req = TypeVar("Req")
@@ -124,10 +131,26 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
 
     @_errors_to_status
     def Place(self, request: svc.PlaceRequest, context: grpc.ServicerContext) -> svc.PlaceResponse:
+        batch = self._place(request, c.workloads_from_proto(request.workloads))
+        response = svc.PlaceResponse(generation=batch.generation)
+        add_results(response, batch.results)
+        return response
+
+    @_errors_to_status
+    def place_decoded(
+        self, request: DecodedPlace, context: grpc.ServicerContext
+    ) -> EncodedResponse:
+        """Place as the server registers it (``add_to_server``): the request read from its bytes
+        by ``wire.decode_place``, the answer written as bytes by ``results.response_bytes``;
+        the same answer, byte for byte, as ``Place``."""
+        batch = self._place(request.message, request.workloads)
+        return EncodedResponse(batch.generation, response_bytes(batch.generation, batch.results))
+
+    def _place(self, request: svc.PlaceRequest, workloads: list[Workload]) -> BatchResult:
         fragmentation = request.fragmentation if request.HasField("fragmentation") else None
-        batch = self.engine.place(
+        return self.engine.place(
             request.cluster_id,
-            c.workloads_from_proto(request.workloads),
+            workloads,
             request.workload_ids[:],  # a list; see convert.workloads_from_proto
             order=c.ORDERS.get(request.order, Order.FIFO),
             options=c.options_from_proto(
@@ -138,9 +161,6 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             request_id=request.request_id,
             now_ms=request.now_ms,
         )
-        response = svc.PlaceResponse(generation=batch.generation)
-        add_results(response, batch.results)
-        return response
 
     @_errors_to_status
     def Release(
@@ -178,3 +198,22 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             reasons=[c.reason_to_proto(r) for r in result.reasons],
             result=c.result_to_proto(result.result) if result.result is not None else None,
         )
+
+
+def add_to_server(servicer: PolicyServicer, server: grpc.Server) -> None:
+    """Register ``servicer`` as the generated ``add_PolicyServiceServicer_to_server`` does,
+    except for Place: its handler reads the request's bytes itself (``wire.decode_place``) and
+    answers bytes (``results.response_bytes``); clients see the same messages and errors."""
+    handlers = {}
+    for method in svc.DESCRIPTOR.services_by_name["PolicyService"].methods:
+        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, method.name),
+            request_deserializer=GetMessageClass(method.input_type).FromString,
+            response_serializer=GetMessageClass(method.output_type).SerializeToString,
+        )
+    handlers["Place"] = grpc.unary_unary_rpc_method_handler(
+        servicer.place_decoded, request_deserializer=decode_place, response_serializer=encoded_data
+    )
+    name = svc.DESCRIPTOR.services_by_name["PolicyService"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+    server.add_registered_method_handlers(name, handlers)  # type: ignore[attr-defined]  # grpc-stubs lag

@@ -1,0 +1,208 @@
+"""A Place request's workloads read straight from its bytes, for the Place RPC's server handler.
+
+A 1,000-workload Place spends more in turning its workloads from protobuf messages into
+``Workload`` values (a message object per workload, a field read per attribute, a map view per
+request) than the RPC layer may cost in all. Here the request's bytes are read directly:
+
+- The top level is split into the workloads (field 2) and everything else. Everything else —
+  cluster id, ids to place, options, unknown fields — is parsed by protobuf as one message, so
+  it reads exactly as before.
+- A batch's workloads mostly differ only in their id. An encoder writes fields in number order,
+  so a workload's bytes are its id (field 1) followed by a *tail* that batches repeat. Each
+  distinct tail's first workload is parsed by protobuf and converted by
+  ``convert.workload_from_proto`` (the general conversion); its fields after the id are cached
+  under the tail's bytes, and a later workload becomes its id plus the cached fields, the values
+  built column by column through their slots.
+- Anything else — a workload not starting with a one-byte-length id, a tail that sets the id
+  again, a length or key this reader does not take, malformed bytes — goes to protobuf: the
+  workload alone when only its layout is unusual, the whole request when the bytes may be
+  malformed, so that what protobuf refuses is refused by protobuf, with its own error.
+
+The workloads equal those ``convert.workloads_from_proto`` builds from the parsed message
+(``tests/test_wire.py`` proves it for arbitrary requests, bytes and errors alike).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from strata.policy.v1 import policy_service_pb2 as svc
+from strata.policy.v1 import types_pb2 as pb
+
+from strata_policy.model import Workload
+from strata_policy.model.slots import setters
+from strata_policy.service import convert
+
+_WORKLOADS_KEY = 2 << 3 | 2  # PlaceRequest.workloads: field 2, length-delimited
+_MAX_TAILS = 4096  # cached tails; the table is emptied when full
+_new = object.__new__
+_drain: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend  # runs an iterator in C
+_SETTERS = setters(
+    Workload,
+    ("id", "scope_id", "request", "replicas", "priority", "preemptible", "node_selector",
+     "gpu_model", "spread_key", "queued_at_ms"),
+)  # fmt: skip
+Fields = tuple[Any, ...]  # a Workload's fields after the id, in order
+_tails: dict[bytes, Fields] = {}  # () for a tail that sets the id again
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedPlace:
+    """A Place request as its handler gets it: the message without its workloads (``message``)
+    and the workloads as values. ``cluster_id``, ``request_id`` and ``dry_run`` are the
+    message's, for the interceptors that read them from any request (logging, auth)."""
+
+    message: svc.PlaceRequest
+    workloads: list[Workload]
+
+    @property
+    def cluster_id(self) -> str:
+        """The request's cluster."""
+        return self.message.cluster_id
+
+    @property
+    def request_id(self) -> str:
+        """The request's idempotency id."""
+        return self.message.request_id
+
+    @property
+    def dry_run(self) -> bool:
+        """Whether the request asks for a dry run."""
+        return self.message.dry_run
+
+
+def decode_place(raw: bytes) -> DecodedPlace:
+    """A serialized ``PlaceRequest``, as protobuf and ``convert.workloads_from_proto`` read it.
+
+    Raises protobuf's ``DecodeError`` where ``PlaceRequest.FromString`` would (gRPC then answers
+    as it does for any request it cannot deserialize).
+    """
+    try:
+        read = _read(raw)
+        if read is not None:
+            ids, rows, rest = read
+            return DecodedPlace(svc.PlaceRequest.FromString(rest), _workloads(ids, rows))
+    except (DecodeError, UnicodeDecodeError, IndexError):
+        pass  # possibly malformed: protobuf decides, below
+    message = svc.PlaceRequest.FromString(raw)
+    workloads = convert.workloads_from_proto(message.workloads)
+    message.ClearField("workloads")
+    return DecodedPlace(message, workloads)
+
+
+def _varint(raw: bytes, pos: int) -> tuple[int, int]:
+    """The varint at ``pos`` (at most five bytes: keys and lengths) and the position after it."""
+    value = shift = 0
+    while shift < 35:
+        byte = raw[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    raise DecodeError("varint too long for this reader")
+
+
+def _skip(raw: bytes, pos: int, wire_type: int) -> int:
+    """The position after a field's value, or -1 for a wire type this reader does not take."""
+    if wire_type == 0:
+        while raw[pos] >= 0x80:
+            pos += 1
+        return pos + 1
+    if wire_type == 2:
+        size, pos = _varint(raw, pos)
+        return pos + size
+    if wire_type == 1:
+        return pos + 8
+    if wire_type == 5:
+        return pos + 4
+    return -1  # groups
+
+
+def _read(raw: bytes) -> tuple[list[str], list[Fields], bytes] | None:
+    """The workloads' ids and fields after the id, and the bytes of every other field in
+    order; None for bytes this reader leaves to protobuf.
+
+    One pass: a workload (key 0x12, its length, then ``0x0A``, the id's one-byte length, the
+    id, the tail) is read where it stands, its tail looked up in the cache (parsed on a miss);
+    a workload of another layout is parsed by protobuf alone; any other field is copied.
+    """
+    ids: list[str] = []
+    rows: list[Fields] = []
+    rest: list[bytes] = []
+    tails = _tails
+    pos, end = 0, len(raw)
+    while pos < end:
+        if raw[pos] == 0x12:  # _WORKLOADS_KEY, spelled out in this loop
+            size = raw[pos + 1]
+            if size < 0x80:
+                pos += 2
+            else:
+                size, pos = _varint(raw, pos + 1)
+            stop = pos + size
+            n = raw[pos + 1]
+            if raw[pos] == 0x0A and n < 0x80 and pos + 2 + n <= stop:  # 0x0A: Workload.id's key
+                tail = raw[pos + 2 + n : stop]
+                known = tails.get(tail)
+                if known:
+                    ids.append(raw[pos + 2 : pos + 2 + n].decode())
+                    rows.append(known)
+                    pos = stop
+                    continue
+                w = convert.workload_from_proto(pb.Workload.FromString(raw[pos:stop]))
+                if known is None:
+                    _remember(tail, w)
+            else:
+                w = convert.workload_from_proto(pb.Workload.FromString(raw[pos:stop]))
+            ids.append(w.id)
+            rows.append(_fields(w))
+            pos = stop
+            continue
+        start = pos
+        key, pos = _varint(raw, pos)
+        if key == _WORKLOADS_KEY or key >> 3 == 0:
+            return None  # a key spelled in more bytes than needed, or field 0
+        pos = _skip(raw, pos, key & 7)
+        if pos < 0:
+            return None
+        rest.append(raw[start:pos])
+    if pos != end:
+        return None  # the last field runs past the end
+    return ids, rows, b"".join(rest)
+
+
+def _workloads(ids: list[str], rows: list[Fields]) -> list[Workload]:
+    """``Workload(id, *fields)`` for each row, built column by column through the slots."""
+    if not ids:
+        return []
+    out: list[Workload] = list(map(_new, repeat(Workload, len(ids))))
+    _drain(map(_SETTERS[0], out, ids))
+    for setter, column in zip(_SETTERS[1:], zip(*rows, strict=True), strict=True):
+        _drain(map(setter, out, column))
+    return out
+
+
+def _fields(w: Workload) -> Fields:
+    """A workload's fields after the id, in order."""
+    return (w.scope_id, w.request, w.replicas, w.priority, w.preemptible, w.node_selector,
+            w.gpu_model, w.spread_key, w.queued_at_ms)  # fmt: skip
+
+
+def _remember(tail: bytes, w: Workload) -> None:
+    """Cache the fields of ``w`` (read by protobuf) under its tail, or ``()`` when the tail may
+    set the id itself: then each workload with this tail is read by protobuf.
+
+    ``w`` has an id of its own before the tail, so a tail that sets no id leaves every other
+    field to the tail alone. A tail that does set one is caught either way: its last id is not
+    empty, and parsing the tail alone gives it, or it is empty, and so is ``w.id`` (an empty id
+    of its own is left to protobuf too).
+    """
+    sets_id = not w.id or pb.Workload.FromString(tail).id != ""
+    if len(_tails) >= _MAX_TAILS:
+        _tails.clear()
+    _tails[tail] = () if sets_id else _fields(w)
