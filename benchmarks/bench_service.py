@@ -20,6 +20,7 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 from strata.policy.v1 import types_pb2 as pb
 
+from benchmarks.bench_place_rpc import place_rpc_served
 from strata_policy.engine import Engine
 from strata_policy.model import RunningWorkload, Scope, Snapshot, Workload
 from strata_policy.service import convert
@@ -342,6 +343,12 @@ def run() -> list[str]:
     lines += engine_batch()
     lines += ["", "### One Place RPC of 1,000 workloads vs the same in process", ""]
     lines += place_rpc_vs_in_process()
+    lines += [
+        "",
+        "### The same Place RPC to a server in its own process (`strata-policy serve`)",
+        "",
+    ]
+    lines += place_rpc_served()
     lines += ["", "### Admit cost vs running workloads (O(depth) per decision)", ""]
     lines += admit_depth()
     lines += [
