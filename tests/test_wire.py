@@ -25,7 +25,7 @@ workload_messages = st.builds(
     node_selector=st.dictionaries(names, names, max_size=2),
     gpu_model=st.sampled_from(["", "A100", "V100M16|V100M32"]),
     spread=st.sampled_from([None, pb.Spread(), pb.Spread(topology_key="zone")]),
-    queued_at_ms=st.sampled_from([0, 17, -(2**63)]),
+    queued_at_ms=st.sampled_from([0, 17, 2**62, 2**63 - 1, -1]) | st.integers(0, 2**45),
 )
 requests = st.builds(
     svc.PlaceRequest,
@@ -108,6 +108,20 @@ TAIL = W.SerializeToString()[3:]  # after the id's key, length and one byte
 CASES = [
     pytest.param(b"", id="empty request"),
     pytest.param(
+        svc.PlaceRequest(
+            workloads=[
+                pb.Workload(id=f"w{i}", scope_id="org", gpu_model="aP\x05") for i in range(2)
+            ]
+        ).SerializeToString(),
+        id="tail ending like a stamp that is not one",
+    ),
+    pytest.param(
+        svc.PlaceRequest(
+            workloads=[pb.Workload(id=f"w{i}", gpu_model="P\x05", queued_at_ms=i) for i in range(3)]
+        ).SerializeToString(),
+        id="stamps after a string ending like a stamp",
+    ),
+    pytest.param(
         svc.PlaceRequest(workloads=[pb.Workload()]).SerializeToString(), id="empty workload"
     ),
     pytest.param(svc.PlaceRequest(workloads=[W, W, W]).SerializeToString(), id="equal workloads"),
@@ -158,3 +172,18 @@ def test_a_tail_is_parsed_once_and_shared() -> None:
     first, *others = wire.decode_place(raw).workloads
     assert all(w.request is first.request for w in others)
     assert [w.id for w in (first, *others)] == ["w0", "w1", "w2"]
+
+
+def test_stamped_workloads_share_their_head() -> None:
+    """Workloads alike but for their ``queued_at_ms`` read from one cached head."""
+    stamps = [1, 2**40 + 7, 2**63 - 1, 300]
+    raw = svc.PlaceRequest(
+        workloads=[
+            pb.Workload(id=f"w{i}", scope_id="org", request={"gpu": 1000}, queued_at_ms=t)
+            for i, t in enumerate(stamps)
+        ]
+    ).SerializeToString()
+    assert_reads_alike(raw)
+    decoded = wire.decode_place(raw).workloads
+    assert [w.queued_at_ms for w in decoded] == stamps
+    assert all(w.request is decoded[0].request for w in decoded)

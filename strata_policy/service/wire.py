@@ -13,6 +13,9 @@ request) than the RPC layer may cost in all. Here the request's bytes are read d
   ``convert.workload_from_proto`` (the general conversion); its fields after the id are cached
   under the tail's bytes, and a later workload becomes its id plus the cached fields, the values
   built column by column through their slots.
+- Clients that stamp each workload with its own ``queued_at_ms`` (field 10, the last one) make
+  every tail distinct; such a tail is read as a *head* (cached the same way) and the stamp's
+  varint, the head trusted only once it parses alone (so that it ends where a field ends).
 - Anything else — a workload not starting with a one-byte-length id, a tail that sets the id
   again, a length or key this reader does not take, malformed bytes — goes to protobuf: the
   workload alone when only its layout is unusual, the whole request when the bytes may be
@@ -49,6 +52,7 @@ _SETTERS = setters(
 )  # fmt: skip
 Fields = tuple[Any, ...]  # a Workload's fields after the id, in order
 _tails: dict[bytes, Fields] = {}  # () for a tail that sets the id again
+_heads: dict[bytes, Fields] = {}  # the same for the heads of stamped tails, less queued_at_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,13 +133,14 @@ def _read(raw: bytes) -> tuple[list[str], list[Fields], bytes] | None:
     order; None for bytes this reader leaves to protobuf.
 
     One pass: a workload (key 0x12, its length, then ``0x0A``, the id's one-byte length, the
-    id, the tail) is read where it stands, its tail looked up in the cache (parsed on a miss);
+    id, the tail) is read where it stands, its tail looked up in the cache, then its head when
+    the tail ends in a stamp (parsed on a miss);
     a workload of another layout is parsed by protobuf alone; any other field is copied.
     """
     ids: list[str] = []
     rows: list[Fields] = []
     rest: list[bytes] = []
-    tails = _tails
+    tails, heads = _tails, _heads
     pos, end = 0, len(raw)
     while pos < end:
         if raw[pos] == 0x12:  # _WORKLOADS_KEY, spelled out in this loop
@@ -154,9 +159,21 @@ def _read(raw: bytes) -> tuple[list[str], list[Fields], bytes] | None:
                     rows.append(known)
                     pos = stop
                     continue
+                stamp = _stamp(raw, pos + 2 + n, stop)
+                found: Fields | None = None
+                if stamp is not None:
+                    head = raw[pos + 2 + n : stamp[0]]
+                    found = heads.get(head)
+                    if found:
+                        ids.append(raw[pos + 2 : pos + 2 + n].decode())
+                        rows.append((*found, stamp[1]))
+                        pos = stop
+                        continue
                 w = convert.workload_from_proto(pb.Workload.FromString(raw[pos:stop]))
                 if known is None:
-                    _remember(tail, w)
+                    _remember(_tails, tail, w, w.queued_at_ms)
+                if stamp is not None and found is None:
+                    _remember(_heads, head, w)
             else:
                 w = convert.workload_from_proto(pb.Workload.FromString(raw[pos:stop]))
             ids.append(w.id)
@@ -193,16 +210,40 @@ def _fields(w: Workload) -> Fields:
             w.gpu_model, w.spread_key, w.queued_at_ms)  # fmt: skip
 
 
-def _remember(tail: bytes, w: Workload) -> None:
-    """Cache the fields of ``w`` (read by protobuf) under its tail, or ``()`` when the tail may
-    set the id itself: then each workload with this tail is read by protobuf.
+def _remember(table: dict[bytes, Fields], tail: bytes, w: Workload, *stamp: int) -> None:
+    """Cache the fields of ``w`` (read by protobuf) after its id under the bytes that follow the
+    id (``tail``: all of them, or the head of a stamped tail, less ``queued_at_ms``, which
+    ``stamp`` then does not give), or ``()`` when those bytes may set the id themselves or do
+    not parse alone: then each workload with them is read by protobuf.
 
     ``w`` has an id of its own before the tail, so a tail that sets no id leaves every other
     field to the tail alone. A tail that does set one is caught either way: its last id is not
     empty, and parsing the tail alone gives it, or it is empty, and so is ``w.id`` (an empty id
-    of its own is left to protobuf too).
+    of its own is left to protobuf too). A head that parses alone is whole fields, so the
+    workload is its fields and then the stamp's (protobuf reads left to right).
     """
-    sets_id = not w.id or pb.Workload.FromString(tail).id != ""
-    if len(_tails) >= _MAX_TAILS:
-        _tails.clear()
-    _tails[tail] = () if sets_id else _fields(w)
+    try:
+        own = bool(w.id) and pb.Workload.FromString(tail).id == ""
+    except DecodeError:  # a head cut at the wrong place: not a stamp after all
+        own = False
+    if len(table) >= _MAX_TAILS:
+        table.clear()
+    table[tail] = (*_fields(w)[:-1], *stamp) if own else ()
+
+
+def _stamp(raw: bytes, start: int, stop: int) -> tuple[int, int] | None:
+    """Where a tail ``raw[start:stop]`` that ends in ``queued_at_ms`` (field 10, written last
+    by encoders; a varint of at most nine bytes, so 0 to 2**63 - 1) has its key, and the value;
+    None when it does not end so. A key found here is only a candidate: the head before it is
+    trusted once it parses alone (``_remember``)."""
+    i = stop - 1
+    if i <= start or raw[i] >= 0x80:
+        return None
+    while i > start and raw[i - 1] >= 0x80:
+        i -= 1
+    if i - 1 < start or raw[i - 1] != 0x50 or stop - i > 9:  # 0x50: field 10, varint
+        return None
+    value = 0
+    for byte in raw[stop - 1 : i - 1 : -1]:
+        value = value << 7 | (byte & 0x7F)
+    return i - 1, value
