@@ -11,7 +11,9 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.engine import Engine
+from strata_policy.errors import PermissionDenied
 from strata_policy.model import Scope, Snapshot
+from strata_policy.service.auth import Grant, check_request
 from strata_policy.service.results import encoded_data
 from strata_policy.service.servicer import PolicyServicer
 from strata_policy.service.wire import decode_place
@@ -120,17 +122,36 @@ def test_wire_handler_places_a_large_batch_as_place() -> None:
     assert general.engine.snapshot("c") == wire.engine.snapshot("c")
 
 
+GRANTS = [
+    Grant("team-a", frozenset({"a"}), read_write=True),
+    Grant("viewer", frozenset({"a", "b"}), read_write=False),
+    Grant("ops", frozenset({"*"}), read_write=True),
+]
+
+
+@pytest.mark.parametrize("grant", GRANTS, ids=lambda g: g.name)
 @pytest.mark.parametrize(
-    "raw",
+    "request_",
     [
-        pytest.param(b"\x12\x03\x0a\x01\xff", id="malformed: protobuf's DecodeError"),
+        pytest.param(svc.PlaceRequest(cluster_id="a"), id="own cluster"),
+        pytest.param(svc.PlaceRequest(cluster_id="b", dry_run=True), id="other cluster, dry run"),
+        pytest.param(
+            svc.PlaceRequest(cluster_id="a", workloads=[pb.Workload(id="w")]), id="with workloads"
+        ),
     ],
 )
-def test_malformed_requests_fail_to_decode(raw: bytes) -> None:
-    """Bytes protobuf cannot parse fail in the deserializer, as before (gRPC answers INTERNAL)."""
-    from google.protobuf.message import DecodeError  # noqa: PLC0415
+def test_auth_reads_the_decoded_request_as_the_message(
+    grant: Grant, request_: svc.PlaceRequest
+) -> None:
+    """Authorization sees the same cluster and dry run in the decoded request as in the message."""
+    method = "/strata.policy.v1.PolicyService/Place"
 
-    with pytest.raises(DecodeError):
-        svc.PlaceRequest.FromString(raw)
-    with pytest.raises(DecodeError):
-        decode_place(raw)
+    def outcome(request: object) -> str:
+        try:
+            check_request(grant, method, request)
+        except PermissionDenied as exc:
+            return str(exc)
+        return "allowed"
+
+    raw = request_.SerializeToString()
+    assert outcome(decode_place(raw)) == outcome(svc.PlaceRequest.FromString(raw))
