@@ -37,12 +37,13 @@ from google.protobuf.message import DecodeError
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
-from strata_policy.model import Workload
+from strata_policy.model import Workload, new_workload
 from strata_policy.model.slots import setters
 from strata_policy.service import convert
 
 _WORKLOADS_KEY = 2 << 3 | 2  # PlaceRequest.workloads: field 2, length-delimited
 _MAX_TAILS = 4096  # cached tails; the table is emptied when full
+_BY_COLUMN = 8  # rows from which values are built by column
 _new = object.__new__
 _drain: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend  # runs an iterator in C
 _SETTERS = setters(
@@ -194,9 +195,10 @@ def _read(raw: bytes) -> tuple[list[str], list[Fields], bytes] | None:
 
 
 def _workloads(ids: list[str], rows: list[Fields]) -> list[Workload]:
-    """``Workload(id, *fields)`` for each row, built column by column through the slots."""
-    if not ids:
-        return []
+    """``Workload(id, *fields)`` for each row, built column by column through the slots (one
+    by one for a few rows, where ten passes would cost more than they save)."""
+    if len(ids) < _BY_COLUMN:
+        return [new_workload(i, *f) for i, f in zip(ids, rows, strict=True)]
     out: list[Workload] = list(map(_new, repeat(Workload, len(ids))))
     _drain(map(_SETTERS[0], out, ids))
     for setter, column in zip(_SETTERS[1:], zip(*rows, strict=True), strict=True):
