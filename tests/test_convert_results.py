@@ -163,6 +163,7 @@ def test_response_bytes_equal_the_serialized_response(
     batch: list[WorkloadResult], generation: int
 ) -> None:
     """The Place handler's written response is the bytes gRPC serializes from the message."""
+    batch = batch + batch[::-1]  # results sharing their mappings, back to back
     expected = svc.PlaceResponse(generation=generation)
     add_results(expected, batch)
     for _ in range(2):  # the second time from the cached fragments

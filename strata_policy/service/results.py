@@ -104,11 +104,13 @@ def response_bytes(generation: int, decisions: Iterable[model.WorkloadResult]) -
     ``add_results(response, decisions)``, as ``SerializeToString`` writes them.
 
     Results come in runs with equal borrowed amounts (a batch's workloads ask alike), so the
-    previous result's fragment is tried before the cache.
+    previous result's fragment is tried before the cache: first by the mapping's identity
+    (values are immutable, so a mapping shared by results reads the same), then by its items.
     """
     parts = [_GENERATION, _varint(generation)] if generation else []
     small = _SMALL
     placements = _placements
+    last_mapping: object = None
     last_amounts: tuple[tuple[str, int], ...] = ()
     last_borrowed = b""
     for r in decisions:
@@ -125,14 +127,17 @@ def response_bytes(generation: int, decisions: Iterable[model.WorkloadResult]) -
                 if fragment is None:
                     fragment = _cached(placements, key, _placement(p))
                 pieces.append(fragment)
-            if r.borrowed:
-                amounts = tuple(r.borrowed.items())
-                if amounts != last_amounts:
-                    last_amounts = amounts
-                    found = _borrowed_out.get(amounts)
-                    if found is None:
-                        found = _cached(_borrowed_out, amounts, _borrowed_as_written(amounts))
-                    last_borrowed = found
+            borrowed = r.borrowed
+            if borrowed:
+                if borrowed is not last_mapping:
+                    last_mapping = borrowed
+                    amounts = tuple(borrowed.items())
+                    if amounts != last_amounts:
+                        last_amounts = amounts
+                        found = _borrowed_out.get(amounts)
+                        if found is None:
+                            found = _cached(_borrowed_out, amounts, _borrowed_as_written(amounts))
+                        last_borrowed = found
                 pieces.append(last_borrowed)
             if r.score:
                 pieces += (_SCORE, _pack_double(r.score))
