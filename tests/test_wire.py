@@ -187,3 +187,12 @@ def test_stamped_workloads_share_their_head() -> None:
     decoded = wire.decode_place(raw).workloads
     assert [w.queued_at_ms for w in decoded] == stamps
     assert all(w.request is decoded[0].request for w in decoded)
+
+
+def test_long_tails_are_read_but_not_kept() -> None:
+    """A tail longer than the cache takes is read by protobuf every time, and not kept."""
+    selector = {f"key{i}": "v" * 40 for i in range(30)}
+    alike = [pb.Workload(id=f"w{i}", scope_id="org", node_selector=selector) for i in range(2)]
+    raw = svc.PlaceRequest(workloads=alike).SerializeToString()
+    assert_reads_alike(raw)
+    assert all(len(tail) <= wire._MAX_TAIL_BYTES for tail in wire._tails)

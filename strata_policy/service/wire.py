@@ -42,7 +42,8 @@ from strata_policy.model.slots import setters
 from strata_policy.service import convert
 
 _WORKLOADS_KEY = 2 << 3 | 2  # PlaceRequest.workloads: field 2, length-delimited
-_MAX_TAILS = 4096  # cached tails; the table is emptied when full
+_MAX_TAILS = 4096  # cached tails (and heads); a table is emptied when full
+_MAX_TAIL_BYTES = 1024  # longer tails are not cached (a typical one is under 100 bytes)
 _BY_COLUMN = 8  # rows from which values are built by column
 _new = object.__new__
 _drain: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend  # runs an iterator in C
@@ -224,6 +225,8 @@ def _remember(table: dict[bytes, Fields], tail: bytes, w: Workload, *stamp: int)
     of its own is left to protobuf too). A head that parses alone is whole fields, so the
     workload is its fields and then the stamp's (protobuf reads left to right).
     """
+    if len(tail) > _MAX_TAIL_BYTES:
+        return  # not kept: the cache stays small whatever clients send
     try:
         own = bool(w.id) and pb.Workload.FromString(tail).id == ""
     except DecodeError:  # a head cut at the wrong place: not a stamp after all
