@@ -239,16 +239,16 @@ def _remember(table: dict[bytes, Fields], tail: bytes, w: Workload, *stamp: int)
 def _stamp(raw: bytes, start: int, stop: int) -> tuple[int, int] | None:
     """Where a tail ``raw[start:stop]`` that ends in ``queued_at_ms`` (field 10, written last
     by encoders; a varint of at most nine bytes, so 0 to 2**63 - 1) has its key, and the value;
-    None when it does not end so. A key found here is only a candidate: the head before it is
-    trusted once it parses alone (``_remember``)."""
-    i = stop - 1
-    if i <= start or raw[i] >= 0x80:
+    None when it does not end so. The stamp's varint is continuation bytes (``>= 0x80``) and a
+    last byte below, so its key is the last 0x50 before them. A key found here is only a
+    candidate: the head before it is trusted once it parses alone (``_remember``)."""
+    last = stop - 1
+    key = raw.rfind(0x50, start, last)  # 0x50: field 10, varint
+    if key < 0 or raw[last] >= 0x80 or last - key > 9:
         return None
-    while i > start and raw[i - 1] >= 0x80:
-        i -= 1
-    if i - 1 < start or raw[i - 1] != 0x50 or stop - i > 9:  # 0x50: field 10, varint
-        return None
+    if key + 1 < last and min(raw[key + 1 : last]) < 0x80:
+        return None  # not all continuation bytes: the 0x50 found is not the stamp's key
     value = 0
-    for byte in raw[stop - 1 : i - 1 : -1]:
+    for byte in raw[last:key:-1]:
         value = value << 7 | (byte & 0x7F)
-    return i - 1, value
+    return key, value
