@@ -59,8 +59,8 @@ def admit_all(
 
     Scopes must be known and amounts non-negative (the request was validated). ``groups`` is
     ``group(workloads)`` when the caller has it. Sums and borrowed parts are worked out per
-    group (``quota.groups``); per workload only its ``borrowed`` dict is copied from its
-    group's: O(workloads + groups × (resources + depth × resources)).
+    group (``quota.groups``), and a group's workloads share its ``borrowed`` dict (values are
+    immutable by contract): O(workloads + groups × (resources + depth × resources)).
     """
     if groups is None:
         groups = group(workloads)
@@ -92,7 +92,7 @@ def admit_all(
         parts.append(
             {r: request[r] * replicas for r in sorted(request) if r in full and request[r] > 0}
         )
-    out = [dict(parts[g]) if parts[g] else {} for g in groups.group]
+    out = [parts[g] for g in groups.group]
     return RunAdmitted(out, by_scope)
 
 
