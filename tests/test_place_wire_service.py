@@ -1,4 +1,5 @@
-"""The Place handler the server registers (bytes in, bytes out) answers as ``Place`` does."""
+"""The Place and Admit handlers the server registers (bytes in or out) answer as ``Place`` and
+``Admit`` do."""
 
 from __future__ import annotations
 
@@ -84,6 +85,35 @@ requests = st.builds(
     resource_weights=st.sampled_from([{}, {"cpu": 2.0}, {"gpu": -1.0}]),
     now_ms=st.sampled_from([1, 1234]),  # not the engines' clocks: the states are compared
 )
+
+
+admits = st.builds(
+    svc.AdmitRequest,
+    cluster_id=st.sampled_from(["c", "c", "c", "unknown"]),
+    workloads=st.lists(workloads, max_size=3),
+    order=st.sampled_from([pb.ORDER_FIFO, pb.ORDER_FAIR]),
+    dry_run=st.booleans(),
+    request_id=st.sampled_from(["", "r1"]),
+    expected_generation=st.sampled_from([0, 0, 1, -1]),
+    now_ms=st.sampled_from([1, 1234]),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(admits, min_size=1, max_size=6))
+def test_encoded_admit_equals_admit(batch: list[svc.AdmitRequest]) -> None:
+    """Byte-identical answers, the same errors, and the same state after each call."""
+    general, encoded = _servicer(), _servicer()
+    for request in batch:
+        expected = _answer(general.Admit, request)
+        got = _answer(encoded.admit_encoded, request)
+        if expected[0] == "ok":
+            assert got[0] == "ok"
+            assert encoded_data(got[1]) == expected[1].SerializeToString()
+            assert got[1].generation == expected[1].generation
+        else:
+            assert got == expected
+        assert general.engine.snapshot("c") == encoded.engine.snapshot("c")
 
 
 @settings(max_examples=60, deadline=None)

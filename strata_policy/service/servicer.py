@@ -116,7 +116,24 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
 
     @_errors_to_status
     def Admit(self, request: svc.AdmitRequest, context: grpc.ServicerContext) -> svc.AdmitResponse:
-        batch = self.engine.admit(
+        batch = self._admit(request)
+        response = svc.AdmitResponse(generation=batch.generation)
+        add_results(response, batch.results)
+        return response
+
+    @_errors_to_status
+    def admit_encoded(
+        self, request: svc.AdmitRequest, context: grpc.ServicerContext
+    ) -> EncodedResponse:
+        """Admit as the server registers it (``add_to_server``): the answer written as bytes by
+        ``results.response_bytes``, the same bytes ``Admit``'s message serializes to. A
+        one-workload Admit is the commonest call: no response message is built, filled from
+        bytes and serialized again."""
+        batch = self._admit(request)
+        return EncodedResponse(batch.generation, response_bytes(batch.generation, batch.results))
+
+    def _admit(self, request: svc.AdmitRequest) -> BatchResult:
+        return self.engine.admit(
             request.cluster_id,
             c.workloads_from_proto(request.workloads),
             order=c.ORDERS.get(request.order, Order.FIFO),
@@ -125,9 +142,6 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             request_id=request.request_id,
             now_ms=request.now_ms,
         )
-        response = svc.AdmitResponse(generation=batch.generation)
-        add_results(response, batch.results)
-        return response
 
     @_errors_to_status
     def Place(self, request: svc.PlaceRequest, context: grpc.ServicerContext) -> svc.PlaceResponse:
@@ -202,8 +216,9 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
 
 def add_to_server(servicer: PolicyServicer, server: grpc.Server) -> None:
     """Register ``servicer`` as the generated ``add_PolicyServiceServicer_to_server`` does,
-    except for Place: its handler reads the request's bytes itself (``wire.decode_place``) and
-    answers bytes (``results.response_bytes``); clients see the same messages and errors."""
+    except for Place, whose handler reads the request's bytes itself (``wire.decode_place``),
+    and Place and Admit answer bytes (``results.response_bytes``); clients see the same
+    messages and errors."""
     handlers = {}
     for method in svc.DESCRIPTOR.services_by_name["PolicyService"].methods:
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
@@ -213,6 +228,11 @@ def add_to_server(servicer: PolicyServicer, server: grpc.Server) -> None:
         )
     handlers["Place"] = grpc.unary_unary_rpc_method_handler(
         servicer.place_decoded, request_deserializer=decode_place, response_serializer=encoded_data
+    )
+    handlers["Admit"] = grpc.unary_unary_rpc_method_handler(
+        servicer.admit_encoded,
+        request_deserializer=svc.AdmitRequest.FromString,
+        response_serializer=encoded_data,
     )
     name = svc.DESCRIPTOR.services_by_name["PolicyService"].full_name
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
