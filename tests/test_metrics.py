@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from strata_policy.model import (
@@ -22,7 +22,7 @@ from strata_policy.model import (
     VictimReason,
     WorkloadResult,
 )
-from strata_policy.service.metrics import Metrics, split_address
+from strata_policy.service.metrics import CountsCollector, Metrics, split_address
 
 ALERTS = Path(__file__).resolve().parent.parent / "deploy" / "prometheus" / "alerts.yaml"
 
@@ -274,3 +274,29 @@ def test_every_alert_series_is_exported(alert: str, name: str, labels: set[str])
     series = exported(busy_metrics())
     assert name in series, f"{alert} uses {name}, which the server does not export"
     assert labels <= series[name], f"{alert} matches labels {labels - series[name]} not exported"
+
+
+def test_counts_collector_exposes_what_a_labelled_counter_does() -> None:
+    """The same ``_total`` samples and ``_created`` series as ``Counter(...).labels().inc()``."""
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    counts = CountsCollector("x_decisions", "Help.", ("method", "outcome"))
+    ours.register(counts)
+    counter = Counter("x_decisions", "Help.", ("method", "outcome"), registry=theirs)
+    for labels, n in [
+        (("Admit", "ADMITTED"), 1),
+        (("Place", "PLACED"), 3),
+        (("Admit", "ADMITTED"), 2),
+    ]:
+        counts.inc(labels, n)
+        counter.labels(*labels).inc(n)
+
+    def lines(registry: CollectorRegistry) -> list[str]:
+        text = generate_latest(registry).decode()
+        return sorted(
+            line.rsplit(" ", 1)[0] if "_created" in line else line for line in text.splitlines()
+        )
+
+    assert lines(ours) == lines(theirs)
+    assert (
+        ours.get_sample_value("x_decisions_total", {"method": "Admit", "outcome": "ADMITTED"}) == 3
+    )
