@@ -143,7 +143,7 @@ class QuotaTree:
         out without that case, as this runs once per admitted workload.
         """
         path = self.path(scope_id)
-        live = {r: a for r, a in amounts.items() if a}
+        live = amounts if 0 not in amounts.values() else {r: a for r, a in amounts.items() if a}
         if not live:
             return
         for target in (self._own[scope_id], *map(self._usage.__getitem__, path), self._root):
