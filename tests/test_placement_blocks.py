@@ -3,6 +3,7 @@ every cluster spans many blocks and superblocks, and its summaries against a fre
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -13,8 +14,10 @@ from hypothesis import strategies as st
 from naive_placement import naive_from_matrix
 
 from strata_policy.kernels import BlockIndex, BlockLayout, search
+from strata_policy.kernels.bounds import _bound_rows, _weight_terms
 from strata_policy.model import Node, Policy, Workload
-from strata_policy.policy.placement import PlacementOptions, place_batch, place_one
+from strata_policy.policy.placement import POLICY_CODES, PlacementOptions, place_batch, place_one
+from strata_policy.policy.placement_inputs import request_row, weight_rows
 from strata_policy.policy.static_masks import _build_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
@@ -270,3 +273,66 @@ def test_static_mask_matches_its_definition(
         blocks, supers = m.block_layout().mask_levels(want)
         assert got.blocks.tolist() == blocks.tolist()
         assert got.supers.tolist() == supers.tolist()
+
+
+def _take(m: NodeMatrix, n: int, wl: Workload) -> None:
+    """Commit one replica of ``wl`` on node ``n`` (best-fit devices) when it fits there."""
+    g = int(wl.request.get("gpu", 0))
+    per, k = (g, 1) if g < 1000 else (1000, g // 1000)
+    devs = [d for d in range(int(m.gpu_devices[n])) if m.gpu_free[n, d] >= per] if g else []
+    chosen = tuple(sorted(devs, key=lambda d: (int(m.gpu_free[n, d]), d))[:k])
+    if m.replica_fit_error(n, wl.request, chosen) is None:
+        m.allocate(n, wl.request, chosen)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    clusters(),
+    SHAPES,
+    st.lists(st.tuples(st.integers(0, 29), SHAPES), max_size=40),
+    st.sampled_from(RESOURCE_POLICIES),
+    WEIGHTS,
+    st.integers(1, 4),
+    st.integers(1, 3),
+)
+def test_bounds_cover_every_fitting_node(
+    ns: list[Node],
+    wl: Workload,
+    takes: list[tuple[int, Workload]],
+    policy: Policy,
+    weights: dict[str, float],
+    block: int,
+    sup: int,
+) -> None:
+    """Every block's and superblock's bound is at least the twin's score of each of its nodes
+    that fits the request, on states where the nodes of a block differ."""
+    with block_sizes(block, sup):
+        m = NodeMatrix.from_nodes(ns)
+        for pick, other in takes:
+            _take(m, pick % len(ns), other)
+        index, lay = m.block_index(), m.block_layout()
+        req, _ = request_row(m, wl.request)
+        wt = weight_rows(m, req, weights)
+        weight_sum, trusted, plain, factor = _weight_terms(wt)
+        hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums, _ = index.summaries
+        code = POLICY_CODES[policy]
+        out = []
+        for rows, level in (
+            ((hi, lo, offer, sums, lay.bcap, lay.binv), lay.bstart[:0]),
+            ((s_hi, s_lo, s_offer, s_sums, lay.scap, lay.sinv), lay.sstart),
+        ):
+            bounds = np.empty(rows[0].shape[0], dtype=np.float64)
+            _bound_rows(code, 0, bounds.shape[0], *rows, m.inv_max_capacity,
+                        np.ones(bounds.shape[0], dtype=np.bool_), lay.perm, lay.bstart, level, req,
+                        wt, weight_sum, trusted, plain, factor, bounds)  # fmt: skip
+            out.append(bounds)
+        twin = naive_from_matrix(m)
+        w = twin._weights(wl, weights)
+        for n in range(len(ns)):
+            if twin._reason(n, wl, []) is None:
+                score = twin._score(policy, n, wl, w)
+                if math.isnan(score):  # an infinite weight: never chosen, every bound is inf
+                    continue
+                b = int(lay.block_of[n])
+                assert out[0][b] >= score, (n, b, score, out[0][b])
+                assert out[1][int(lay.super_of[b])] >= score, (n, score)

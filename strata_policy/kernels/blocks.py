@@ -1,4 +1,4 @@
-"""Block bounds: the best node for any request without scoring every node.
+"""Block search: the best node for any request without scoring every node.
 
 **Layout.** Nodes of one class (same schedulability, GPU model and capacity row) are consecutive
 in ``perm``, in index order, cut into blocks of at most ``B`` nodes; consecutive blocks of one
@@ -7,36 +7,14 @@ capacity row. Each keeps per resource column the largest (``hi``) and the smalle
 amount of its nodes, its best GPU offer (``_gpu_offer``: ``1000 ×`` fully free devices, or the
 largest free device when none is fully free, so that a GPU request ``g`` fits at device level
 exactly when ``offer >= g``; each node's offer is kept too), and (``sums``) for every
-non-empty subset ``T`` of the columns
-cpu, memory, gpu the largest and smallest ``Σ_{c∈T} free_c / cap_c`` and the smallest
-``Σ_{c∈T} free_c / maxcap_c`` over its nodes. These summaries do not depend on the request: one
-set serves every shape, the first call of a shape included, and a committed placement refreshes
-one block and one superblock.
+non-empty subset ``T`` of the columns cpu, memory, gpu the largest and smallest
+``Σ_{c∈T} free_c / cap_c`` and the smallest ``Σ_{c∈T} free_c / maxcap_c`` over its nodes, and for
+every pair of them the extremes of ``free_c / cap_c − free_c' / cap_c'``. These summaries do not
+depend on the request: one set serves every shape, the first call of a shape included, and a
+committed placement refreshes one block and one superblock.
 
-**Bounds.** For a request, a (super)block's bound is the best score any of its fitting nodes can
-have: ``fit._score`` itself evaluated on the summary row, with the largest free amounts for the
-policies whose score grows with free (LEAST_ALLOCATED, DOT_PRODUCT) and the smallest for those
-where it shrinks (MOST_ALLOCATED, BEST_FIT). Every floating-point step of those formulas (``+``,
-``-``, ``×`` by a non-negative number, ``/`` by a positive one) is monotone under
-round-to-nearest, so the bound is ``>=`` the very float the full scan computes for each fitting
-node, and equal to it when the nodes are alike: ties at the top, common in a cluster of one node
-type, are pruned exactly. BALANCED_ALLOCATION is not monotone: a (super)block whose nodes have
-equal free amounts gets its exact score; otherwise per column the utilisation after placing lies
-in ``[lo_c, hi_c]`` (monotone again), the standard deviation is at least ``gap / sqrt(2k)`` with
-``gap = max lo − min hi``, and the bound is ``100 · (1 − gap / sqrt(2k)) + 1e-9`` (the slack
-covers rounding; scores are at most 100). A block that cannot hold the request (a column's
-largest free amount below the request, the GPU offer too small, no node passing the static mask)
-is skipped. With non-finite weights no bound is trusted and every fitting block is scored.
-
-Those bounds combine each column's extreme from possibly different nodes, which is loose once
-the nodes of a block differ (after a while of spreading, say). With *plain* weights (equal and
-positive on a subset ``T`` of cpu, memory, gpu, zero elsewhere: the default for such requests)
-LEAST_ALLOCATED, MOST_ALLOCATED and BEST_FIT are linear in ``Σ_{c∈T} free_c / cap_c`` (or
-``/ maxcap_c``) with one capacity row per block, so the stored sums bound them tightly:
-``100·w/Σw · (max Σ − Σ_{c∈T} req_c / cap_c)`` for LEAST_ALLOCATED and alike. These are computed
-in floating point with a different order than the scores, so they get a slack of ``1e-9``
-(scores are within ``[0, 100]``, rounding errors ``~1e-13``); the bound used is the smaller of
-the two, which keeps the exact one for blocks of identical nodes.
+**Bounds** (``kernels.bounds``). For a request, a (super)block's bound is at least the score of
+every node in it that fits: the search below needs nothing else of them.
 
 **Search.** Bound every superblock; open the best one (lowest first node on ties), then every
 other whose bound is above the best score found so far, or equal to it with a lower first node.
@@ -52,124 +30,12 @@ and stops at the first that yields a node (a superblock's blocks hold ascending 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from strata_policy.kernels.bounds import _bound_rows, _may_fit, _weight_terms
 from strata_policy.kernels.config import inline_kernel, kernel
-from strata_policy.kernels.fit import (
-    BALANCED_ALLOCATION,
-    BEST_FIT,
-    DOT_PRODUCT,
-    FIRST_FIT,
-    GPU,
-    LEAST_ALLOCATED,
-    MOST_ALLOCATED,
-    _best_fit_devices,
-    _resources_fit,
-    _score,
-)
-from strata_policy.kernels.summaries import _G_MAX, _G_MIN, _H_MIN, _refresh_blocks
-
-_SLACK = 1e-9
-
-
-@inline_kernel
-def _bound(
-    policy: int,
-    i: int,
-    hi: np.ndarray,
-    lo: np.ndarray,
-    offer: np.ndarray,
-    sums: np.ndarray,
-    cap: np.ndarray,
-    inv: np.ndarray,
-    inv_max_cap: np.ndarray,
-    rq: np.ndarray,
-    wt: np.ndarray,
-    weight_sum: float,
-    trusted: bool,
-    plain: int,
-    factor: float,
-) -> float:
-    """Row ``i``'s bound (module docstring): ``-inf`` when none of its nodes can fit. ``plain``
-    is the subset of cpu/memory/gpu carrying plain weights (0: not plain), ``factor``
-    ``100·w/Σw``. The monotone bounds are ``fit._score`` itself on the summary rows."""
-    if not _may_fit(i, hi, offer, rq):
-        return -np.inf
-    if not trusted:
-        return np.inf
-    if policy == FIRST_FIT:
-        return 0.0
-    if policy == BALANCED_ALLOCATION and not _alike(i, hi, lo, wt):
-        return _balanced_bound(i, hi, lo, cap, inv, rq, wt)
-    # The score itself on the summary row (BALANCED_ALLOCATION: alike nodes, their own score).
-    u = _score(policy, lo if policy in (MOST_ALLOCATED, BEST_FIT) else hi, cap, inv, inv_max_cap,
-               i, rq, wt, weight_sum)  # fmt: skip
-    if plain == 0 or policy in (DOT_PRODUCT, BALANCED_ALLOCATION):
-        return u
-    k = 0.0
-    kc = 0.0
-    for c in range(3):
-        if plain & (1 << c):
-            if policy == BEST_FIT:
-                k += rq[c] * inv_max_cap[c]
-            else:
-                k += rq[c] * inv[i, c]
-                kc += cap[i, c] * inv[i, c]
-    a: float = 100.0 - factor * (sums[i, _H_MIN, plain] - k)
-    if policy == LEAST_ALLOCATED:
-        a = factor * (sums[i, _G_MAX, plain] - k)
-    elif policy == MOST_ALLOCATED:
-        a = factor * (kc - sums[i, _G_MIN, plain] + k)
-    return min(u, a + _SLACK)
-
-
-@inline_kernel
-def _may_fit(i: int, hi: np.ndarray, offer: np.ndarray, rq: np.ndarray) -> bool:
-    """Row ``i`` may hold a node that fits: every column's largest free amount and its best GPU
-    offer cover the request."""
-    for c in range(rq.shape[0]):
-        if hi[i, c] < rq[c]:
-            return False
-    g = rq[GPU]
-    return not (g > 0 and offer[i] < g)
-
-
-@inline_kernel
-def _alike(i: int, hi: np.ndarray, lo: np.ndarray, wt: np.ndarray) -> bool:
-    """Row ``i``'s nodes have equal free amounts on every weighted column."""
-    for c in range(wt.shape[0]):  # noqa: SIM110  # numba compiles loops, not genexps
-        if wt[c] > 0.0 and hi[i, c] != lo[i, c]:
-            return False
-    return True
-
-
-@inline_kernel
-def _balanced_bound(
-    i: int,
-    hi: np.ndarray,
-    lo: np.ndarray,
-    cap: np.ndarray,
-    inv: np.ndarray,
-    rq: np.ndarray,
-    wt: np.ndarray,
-) -> float:
-    """BALANCED_ALLOCATION's bound for a row of unlike nodes (module docstring)."""
-    k_cols = 0
-    top_lo = -np.inf
-    bottom_hi = np.inf
-    for c in range(rq.shape[0]):
-        if wt[c] > 0.0:
-            k_cols += 1
-            x_lo = min(1.0, (cap[i, c] - hi[i, c] + rq[c]) * inv[i, c])
-            x_hi = min(1.0, (cap[i, c] - max(lo[i, c], rq[c]) + rq[c]) * inv[i, c])
-            top_lo = max(top_lo, x_lo)
-            bottom_hi = min(bottom_hi, x_hi)
-    gap = top_lo - bottom_hi
-    if k_cols == 0 or not gap > 0.0:
-        return 100.0
-    return (1.0 - gap / math.sqrt(2.0 * k_cols)) * 100.0 + _SLACK
+from strata_policy.kernels.fit import FIRST_FIT, GPU, _best_fit_devices, _resources_fit, _score
+from strata_policy.kernels.summaries import _refresh_blocks
 
 
 @inline_kernel
@@ -227,51 +93,6 @@ def _open_block(
 
 
 @kernel
-def _bound_rows(
-    policy: int,
-    first: int,
-    stop: int,
-    hi: np.ndarray,
-    lo: np.ndarray,
-    offer: np.ndarray,
-    sums: np.ndarray,
-    cap: np.ndarray,
-    inv: np.ndarray,
-    inv_max_cap: np.ndarray,
-    row_mask: np.ndarray,
-    perm: np.ndarray,
-    bstart: np.ndarray,
-    sstart: np.ndarray,
-    rq: np.ndarray,
-    wt: np.ndarray,
-    weight_sum: float,
-    trusted: bool,
-    plain: int,
-    factor: float,
-    out: np.ndarray,
-) -> int:
-    """Bounds of rows ``first:stop`` of one level into ``out``; the row with the largest bound
-    (the lowest first node on ties), -1 when none can fit. Rows are superblocks when ``sstart``
-    is given (their first block's first node leads them), else blocks. One function for both
-    levels, so that ``_bound`` is compiled once."""
-    top = -np.inf
-    top_row = -1
-    top_node = -1
-    for i in range(first, stop):
-        u = -np.inf
-        if row_mask[i]:
-            u = _bound(policy, i, hi, lo, offer, sums, cap, inv, inv_max_cap, rq, wt, weight_sum,
-                       trusted, plain, factor)  # fmt: skip
-        out[i] = u
-        node = perm[bstart[sstart[i] if sstart.shape[0] > 0 else i]]
-        if u > top or (u == top and top_row >= 0 and node < top_node):
-            top = u
-            top_row = i
-            top_node = node
-    return top_row
-
-
-@kernel
 def _blocks_best(
     policy: int,
     free: np.ndarray,
@@ -308,29 +129,7 @@ def _blocks_best(
     """The best node for one replica under a resource policy (-1 when none fits) and its
     score, by the search of the module docstring. ``bounds`` is scratch: a float64 per
     superblock and per block."""
-    weight_sum = 0.0
-    trusted = True
-    for c in range(wt.shape[0]):
-        weight_sum += wt[c]
-        if not math.isfinite(wt[c]):
-            trusted = False
-    if weight_sum <= 0.0:
-        weight_sum = 1.0
-    trusted = trusted and math.isfinite(weight_sum)
-    plain = 0  # the subset of cpu/memory/gpu with plain weights (module docstring)
-    w_plain = 0.0
-    for c in range(wt.shape[0]):
-        w = wt[c]
-        if w == 0.0:
-            continue
-        if c >= 3 or not w > 0.0 or (plain != 0 and w != w_plain):
-            plain = -1
-            break
-        w_plain = w
-        plain |= 1 << c
-    if plain < 0 or not trusted:
-        plain = 0
-    factor = w_plain * 100.0 / weight_sum
+    weight_sum, trusted, plain, factor = _weight_terms(wt)
     n_super = sstart.shape[0] - 1
     s_bound = bounds[:n_super]
     b_bound = bounds[n_super:]

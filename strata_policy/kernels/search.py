@@ -21,7 +21,7 @@ import numpy as np
 from strata_policy.kernels.blocks import _blocks_place
 from strata_policy.kernels.fit import DOT_PRODUCT, FIRST_FIT
 from strata_policy.kernels.masks import _static_blocks, _static_mask
-from strata_policy.kernels.summaries import _SUBSETS, _refresh_blocks
+from strata_policy.kernels.summaries import _SUBSETS, _SUM_ROWS, _refresh_blocks
 
 _NONE = np.zeros(0, dtype=np.int64)
 
@@ -285,11 +285,11 @@ class BlockIndex:
             np.empty((nb, r), dtype=np.int64),
             np.empty((nb, r), dtype=np.int64),
             np.empty(nb, dtype=np.int64),
-            np.zeros((nb, 3, _SUBSETS), dtype=np.float64),  # subset 0 is never written
+            np.zeros((nb, _SUM_ROWS, _SUBSETS), dtype=np.float64),  # subset 0 is never written
             np.empty((ns, r), dtype=np.int64),
             np.empty((ns, r), dtype=np.int64),
             np.empty(ns, dtype=np.int64),
-            np.zeros((ns, 3, _SUBSETS), dtype=np.float64),
+            np.zeros((ns, _SUM_ROWS, _SUBSETS), dtype=np.float64),
             np.empty(n, dtype=np.int64),
         )
         self._bind()

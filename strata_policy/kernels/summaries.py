@@ -1,7 +1,8 @@
 """Block summaries (``kernels.blocks``' module docstring says what they hold and why): per
 block and per superblock, per resource column the largest and smallest free amount, the best
-GPU offer, and for every subset of cpu, memory, gpu the extremes of ``Σ free_c / cap_c`` and the
-smallest ``Σ free_c / maxcap_c``; per node its GPU offer. ``_refresh_blocks`` recomputes the
+GPU offer, for every subset of cpu, memory, gpu the extremes of ``Σ free_c / cap_c`` and the
+smallest ``Σ free_c / maxcap_c``, and for every pair of them the extremes of
+``free_c / cap_c − free_c' / cap_c'``; per node its GPU offer. ``_refresh_blocks`` recomputes the
 blocks holding given nodes (a committed placement changes one) and their superblocks.
 """
 
@@ -16,6 +17,10 @@ _SUBSETS = 8  # subsets of the columns cpu, memory, gpu, as bit masks (0 unused)
 _G_MAX = 0  # sums rows: [_G_MAX, T] largest Σ free/cap, [_G_MIN, T] smallest,
 _G_MIN = 1  # [_H_MIN, T] smallest Σ free/maxcap
 _H_MIN = 2
+_D_MIN = 3  # [_D_MIN, P], [_D_MAX, P]: smallest and largest free_c/cap_c − free_c'/cap_c' for
+_D_MAX = 4  # the pair P = {c < c'} (P in _PAIRS; the other subsets of these rows stay 0)
+_SUM_ROWS = 5
+_PAIRS = (3, 5, 6)  # {cpu, memory}, {cpu, gpu}, {memory, gpu}
 
 
 @inline_kernel
@@ -50,6 +55,16 @@ def _subset_sum(t: int, x1: float, x2: float, x4: float) -> float:
 
 
 @inline_kernel
+def _pair_difference(t: int, x1: float, x2: float, x4: float) -> float:
+    """``x_c − x_c'`` for the pair ``t = {c < c'}`` (bit 0 cpu, 1 memory, 2 gpu)."""
+    if t == 3:
+        return x1 - x2
+    if t == 5:
+        return x1 - x4
+    return x2 - x4
+
+
+@inline_kernel
 def _summarise_block(
     free: np.ndarray,
     gpu_free: np.ndarray,
@@ -75,6 +90,9 @@ def _summarise_block(
         sums[b, _G_MAX, t] = -np.inf
         sums[b, _G_MIN, t] = np.inf
         sums[b, _H_MIN, t] = np.inf
+    for t in _PAIRS:
+        sums[b, _D_MIN, t] = np.inf
+        sums[b, _D_MAX, t] = -np.inf
     for j in range(bstart[b], bstart[b + 1]):
         n = perm[j]
         for c in range(r):
@@ -96,6 +114,10 @@ def _summarise_block(
             sums[b, _G_MAX, t] = max(sums[b, _G_MAX, t], g)
             sums[b, _G_MIN, t] = min(sums[b, _G_MIN, t], g)
             sums[b, _H_MIN, t] = min(sums[b, _H_MIN, t], h)
+        for t in _PAIRS:
+            d = _pair_difference(t, g1, g2, g4)
+            sums[b, _D_MIN, t] = min(sums[b, _D_MIN, t], d)
+            sums[b, _D_MAX, t] = max(sums[b, _D_MAX, t], d)
 
 
 @inline_kernel
@@ -129,6 +151,9 @@ def _summarise_super(
             s_sums[s, _G_MAX, t] = max(s_sums[s, _G_MAX, t], sums[b, _G_MAX, t])
             s_sums[s, _G_MIN, t] = min(s_sums[s, _G_MIN, t], sums[b, _G_MIN, t])
             s_sums[s, _H_MIN, t] = min(s_sums[s, _H_MIN, t], sums[b, _H_MIN, t])
+        for t in _PAIRS:
+            s_sums[s, _D_MIN, t] = min(s_sums[s, _D_MIN, t], sums[b, _D_MIN, t])
+            s_sums[s, _D_MAX, t] = max(s_sums[s, _D_MAX, t], sums[b, _D_MAX, t])
 
 
 @kernel

@@ -1,0 +1,299 @@
+"""Block bounds (``kernels.blocks``): per block or superblock row, the best score any of its
+nodes that fit a request can have, from the row's summaries (``kernels.summaries``).
+
+Where the score is monotone in each free amount the bound is ``fit._score`` itself evaluated on
+the summary row, with the largest free amounts for the
+policies whose score grows with free (LEAST_ALLOCATED, DOT_PRODUCT) and the smallest for those
+where it shrinks (MOST_ALLOCATED, BEST_FIT). Every floating-point step of those formulas (``+``,
+``-``, ``×`` by a non-negative number, ``/`` by a positive one) is monotone under
+round-to-nearest, so the bound is ``>=`` the very float the full scan computes for each fitting
+node, and equal to it when the nodes are alike: ties at the top, common in a cluster of one node
+type, are pruned exactly.
+
+Those bounds combine each column's extreme from possibly different nodes, which is loose once
+the nodes of a block differ (after a while of spreading, say). With *plain* weights (equal and
+positive on a subset ``T`` of cpu, memory, gpu, zero elsewhere: the default for such requests)
+LEAST_ALLOCATED, MOST_ALLOCATED and BEST_FIT are linear in ``Σ_{c∈T} free_c / cap_c`` (or
+``/ maxcap_c``) with one capacity row per block, so the stored sums bound them tightly:
+``100·w/Σw · (max Σ − Σ_{c∈T} req_c / cap_c)`` for LEAST_ALLOCATED and alike. These are computed
+in floating point with a different order than the scores, so they get a slack of ``1e-9``
+(scores are within ``[0, 100]``, rounding errors ``~1e-13``); the bound used is the smaller of
+the two, which keeps the exact one for blocks of identical nodes.
+
+BALANCED_ALLOCATION is not monotone: a (super)block whose nodes have equal free amounts gets its
+exact score; otherwise the bound is ``100 · (1 − sqrt(V)) + 1e-9`` for a lower bound ``V`` on the
+variance of the ``k`` weighted utilisations ``u_c`` after placing (the slack covers rounding;
+scores are at most 100). ``V`` is the largest of: ``gap² / 2k`` with ``gap = max lo − min hi``
+over per-column utilisation intervals ``[lo_c, hi_c]`` (two columns that far apart); per pair
+``p`` of cpu, memory, gpu, ``e_p² / 2k`` where ``e_p`` is how far from 0 the pair's difference
+``u_c − u_c'`` must be, read from the row's extremes of ``free_c/cap_c − free_c'/cap_c'`` (the
+request and the capacity row are constant over the row); and ``Σ_p e_p² / k²`` (since
+``Σ_{pairs} (u_c − u_c')² = k² · variance``). Nodes whose utilisations move together (the usual
+case after a while of one policy) have narrow pair ranges where the per-column box is wide.
+
+DOT_PRODUCT ``Σ a_c · x_c`` (``a_c = w_c·req_c/cap_c``, ``x_c = free_c/cap_c``) is bounded by the
+smaller of the score on the ``hi`` row and a telescoped sum over nested subsets of cpu, memory,
+gpu taken by decreasing ``a_c``: ``(a_1−a_2)·max x_1 + (a_2−a_3)·max (x_1+x_2) + a_3·max Σx``,
+read from the stored subset sums, with a slack of ``1e-9·(1 + bound)`` (the terms are
+non-negative, so rounding is relative).
+
+A row that cannot hold the request (a column's largest free amount below the request, the GPU
+offer too small, no node passing the static mask) gets ``-inf``: it is skipped. With non-finite
+weights no bound is trusted and every fitting row gets ``+inf``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from strata_policy.kernels.config import inline_kernel, kernel
+from strata_policy.kernels.fit import (
+    BALANCED_ALLOCATION,
+    BEST_FIT,
+    DOT_PRODUCT,
+    FIRST_FIT,
+    GPU,
+    LEAST_ALLOCATED,
+    MOST_ALLOCATED,
+    _score,
+)
+from strata_policy.kernels.summaries import _D_MAX, _D_MIN, _G_MAX, _G_MIN, _H_MIN, _PAIRS
+
+_SLACK = 1e-9
+
+
+@inline_kernel
+def _bound(
+    policy: int,
+    i: int,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    offer: np.ndarray,
+    sums: np.ndarray,
+    cap: np.ndarray,
+    inv: np.ndarray,
+    inv_max_cap: np.ndarray,
+    rq: np.ndarray,
+    wt: np.ndarray,
+    weight_sum: float,
+    trusted: bool,
+    plain: int,
+    factor: float,
+) -> float:
+    """Row ``i``'s bound (module docstring): ``-inf`` when none of its nodes can fit. ``plain``
+    is the subset of cpu/memory/gpu carrying plain weights (0: not plain), ``factor``
+    ``100·w/Σw``. The monotone bounds are ``fit._score`` itself on the summary rows."""
+    if not _may_fit(i, hi, offer, rq):
+        return -np.inf
+    if not trusted:
+        return np.inf
+    if policy == FIRST_FIT:
+        return 0.0
+    if policy == BALANCED_ALLOCATION and not _alike(i, hi, lo, wt):
+        return _balanced_bound(i, hi, lo, sums, cap, inv, rq, wt)
+    # The score itself on the summary row (BALANCED_ALLOCATION: alike nodes, their own score).
+    u = _score(policy, lo if policy in (MOST_ALLOCATED, BEST_FIT) else hi, cap, inv, inv_max_cap,
+               i, rq, wt, weight_sum)  # fmt: skip
+    if policy == DOT_PRODUCT:
+        return min(u, _dot_bound(i, hi, sums, inv, rq, wt))
+    if plain == 0 or policy == BALANCED_ALLOCATION:
+        return u
+    k = 0.0
+    kc = 0.0
+    for c in range(3):
+        if plain & (1 << c):
+            if policy == BEST_FIT:
+                k += rq[c] * inv_max_cap[c]
+            else:
+                k += rq[c] * inv[i, c]
+                kc += cap[i, c] * inv[i, c]
+    a: float = 100.0 - factor * (sums[i, _H_MIN, plain] - k)
+    if policy == LEAST_ALLOCATED:
+        a = factor * (sums[i, _G_MAX, plain] - k)
+    elif policy == MOST_ALLOCATED:
+        a = factor * (kc - sums[i, _G_MIN, plain] + k)
+    return min(u, a + _SLACK)
+
+
+@inline_kernel
+def _may_fit(i: int, hi: np.ndarray, offer: np.ndarray, rq: np.ndarray) -> bool:
+    """Row ``i`` may hold a node that fits: every column's largest free amount and its best GPU
+    offer cover the request."""
+    for c in range(rq.shape[0]):
+        if hi[i, c] < rq[c]:
+            return False
+    g = rq[GPU]
+    return not (g > 0 and offer[i] < g)
+
+
+@inline_kernel
+def _alike(i: int, hi: np.ndarray, lo: np.ndarray, wt: np.ndarray) -> bool:
+    """Row ``i``'s nodes have equal free amounts on every weighted column."""
+    for c in range(wt.shape[0]):  # noqa: SIM110  # numba compiles loops, not genexps
+        if wt[c] > 0.0 and hi[i, c] != lo[i, c]:
+            return False
+    return True
+
+
+@inline_kernel
+def _balanced_bound(
+    i: int,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    sums: np.ndarray,
+    cap: np.ndarray,
+    inv: np.ndarray,
+    rq: np.ndarray,
+    wt: np.ndarray,
+) -> float:
+    """BALANCED_ALLOCATION's bound for a row of unlike nodes (module docstring): the largest of
+    three lower bounds on the variance of the utilisations ``u`` after placing, as a score."""
+    k_cols = 0
+    top_lo = -np.inf
+    bottom_hi = np.inf
+    for c in range(rq.shape[0]):
+        if wt[c] > 0.0:
+            k_cols += 1
+            x_lo = min(1.0, (cap[i, c] - hi[i, c] + rq[c]) * inv[i, c])
+            x_hi = min(1.0, (cap[i, c] - max(lo[i, c], rq[c]) + rq[c]) * inv[i, c])
+            top_lo = max(top_lo, x_lo)
+            bottom_hi = min(bottom_hi, x_hi)
+    if k_cols == 0:
+        return 100.0
+    k = float(k_cols)
+    gap = top_lo - bottom_hi
+    var = gap * gap / (2.0 * k) if gap > 0.0 else 0.0
+    squares = 0.0
+    for t in _PAIRS:
+        c = 1 if t == 6 else 0
+        d = 1 if t == 3 else 2
+        if wt[c] > 0.0 and wt[d] > 0.0:
+            # u_c − u_d = (e_c − e_d) + (r_c − r_d) − (x_c − x_d): e is 1 where the row has
+            # capacity (0 where inv is 0, and so is u), r = req / cap, x = free / cap.
+            e_c = 1.0 if inv[i, c] > 0.0 else 0.0
+            e_d = 1.0 if inv[i, d] > 0.0 else 0.0
+            base = (e_c - e_d) + (rq[c] * inv[i, c] - rq[d] * inv[i, d])
+            low = base - sums[i, _D_MAX, t]
+            high = base - sums[i, _D_MIN, t]
+            apart = low if low > 0.0 else (-high if high < 0.0 else 0.0)
+            squares += apart * apart
+            var = max(var, apart * apart / (2.0 * k))
+    var = max(var, squares / (k * k))
+    if not var > 0.0:
+        return 100.0
+    return (1.0 - math.sqrt(var)) * 100.0 + _SLACK
+
+
+@inline_kernel
+def _dot_bound(
+    i: int,
+    hi: np.ndarray,
+    sums: np.ndarray,
+    inv: np.ndarray,
+    rq: np.ndarray,
+    wt: np.ndarray,
+) -> float:
+    """DOT_PRODUCT's bound from the subset sums (module docstring): with ``a_c = w_c·req_c/cap_c``
+    sorted ``a_1 >= a_2 >= a_3`` over cpu, memory, gpu and ``x = free / cap``,
+    ``Σ a_c·x_c = (a_1−a_2)·x_1 + (a_2−a_3)·(x_1+x_2) + a_3·(x_1+x_2+x_3)``, each term at most
+    its coefficient times the row's largest sum over that subset; other columns at their
+    largest free amount."""
+    extra = 0.0
+    for c in range(3, rq.shape[0]):
+        if wt[c] > 0.0:
+            extra += wt[c] * ((rq[c] * inv[i, c]) * (hi[i, c] * inv[i, c]))
+    a1 = wt[0] * (rq[0] * inv[i, 0]) if wt[0] > 0.0 else 0.0
+    a2 = wt[1] * (rq[1] * inv[i, 1]) if wt[1] > 0.0 else 0.0
+    a4 = wt[2] * (rq[2] * inv[i, 2]) if wt[2] > 0.0 else 0.0
+    # Sort (a, bit) descending: three compare-and-swaps.
+    v1, b1, v2, b2, v3, b3 = a1, 1, a2, 2, a4, 4
+    if v2 > v1:
+        v1, b1, v2, b2 = v2, b2, v1, b1
+    if v3 > v2:
+        v2, b2, v3, b3 = v3, b3, v2, b2
+    if v2 > v1:
+        v1, b1, v2, b2 = v2, b2, v1, b1
+    bound: float = (v1 - v2) * sums[i, _G_MAX, b1] + extra
+    if v2 > 0.0:
+        bound += (v2 - v3) * sums[i, _G_MAX, b1 | b2]
+    if v3 > 0.0:
+        bound += v3 * sums[i, _G_MAX, 7]
+    return bound + _SLACK * (1.0 + abs(bound))
+
+
+@kernel
+def _weight_terms(wt: np.ndarray) -> tuple[float, bool, int, float]:
+    """What the bounds take from a weight row: the weight sum (1 when not positive), whether
+    every weight is finite (``trusted``: else no bound is trusted), the subset of cpu, memory,
+    gpu carrying plain weights (0: not plain) and ``factor = 100·w/Σw`` (module docstring)."""
+    weight_sum = 0.0
+    trusted = True
+    for c in range(wt.shape[0]):
+        weight_sum += wt[c]
+        if not math.isfinite(wt[c]):
+            trusted = False
+    if weight_sum <= 0.0:
+        weight_sum = 1.0
+    trusted = trusted and math.isfinite(weight_sum)
+    plain = 0  # the subset of cpu/memory/gpu with plain weights (module docstring)
+    w_plain = 0.0
+    for c in range(wt.shape[0]):
+        w = wt[c]
+        if w == 0.0:
+            continue
+        if c >= 3 or not w > 0.0 or (plain != 0 and w != w_plain):
+            plain = -1
+            break
+        w_plain = w
+        plain |= 1 << c
+    if plain < 0 or not trusted:
+        plain = 0
+    factor = w_plain * 100.0 / weight_sum
+    return weight_sum, trusted, plain, factor
+
+
+@kernel
+def _bound_rows(
+    policy: int,
+    first: int,
+    stop: int,
+    hi: np.ndarray,
+    lo: np.ndarray,
+    offer: np.ndarray,
+    sums: np.ndarray,
+    cap: np.ndarray,
+    inv: np.ndarray,
+    inv_max_cap: np.ndarray,
+    row_mask: np.ndarray,
+    perm: np.ndarray,
+    bstart: np.ndarray,
+    sstart: np.ndarray,
+    rq: np.ndarray,
+    wt: np.ndarray,
+    weight_sum: float,
+    trusted: bool,
+    plain: int,
+    factor: float,
+    out: np.ndarray,
+) -> int:
+    """Bounds of rows ``first:stop`` of one level into ``out``; the row with the largest bound
+    (the lowest first node on ties), -1 when none can fit. Rows are superblocks when ``sstart``
+    is given (their first block's first node leads them), else blocks. One function for both
+    levels, so that ``_bound`` is compiled once."""
+    top = -np.inf
+    top_row = -1
+    top_node = -1
+    for i in range(first, stop):
+        u = -np.inf
+        if row_mask[i]:
+            u = _bound(policy, i, hi, lo, offer, sums, cap, inv, inv_max_cap, rq, wt, weight_sum,
+                       trusted, plain, factor)  # fmt: skip
+        out[i] = u
+        node = perm[bstart[sstart[i] if sstart.shape[0] > 0 else i]]
+        if u > top or (u == top and top_row >= 0 and node < top_node):
+            top = u
+            top_row = i
+            top_node = node
+    return top_row
