@@ -336,3 +336,26 @@ def test_bounds_cover_every_fitting_node(
                 b = int(lay.block_of[n])
                 assert out[0][b] >= score, (n, b, score, out[0][b])
                 assert out[1][int(lay.super_of[b])] >= score, (n, score)
+
+
+@pytest.mark.parametrize(
+    ("gpu_milli", "taken", "devices"),
+    [
+        pytest.param(500, 66, (66,), id="share: the best-fit device is past bit 62"),
+        pytest.param(3000, 64, (64, 65, 66), id="whole devices past bit 62"),
+        pytest.param(250, 0, (0,), id="share on a fresh node of 70 devices"),
+    ],
+)
+def test_nodes_with_more_than_62_devices(
+    gpu_milli: int, taken: int, devices: tuple[int, ...]
+) -> None:
+    """The search's device bit set cannot hold them: place_one lists the devices, as the twin."""
+    m = NodeMatrix.from_nodes([node("big", cpu=64, memory_gi=64, gpus=70)])
+    for d in range(taken):
+        m.allocate(0, {"gpu": 1000}, (d,))
+    wl = workload("w", "s", cpu=1, gpu_milli=gpu_milli)
+    want = naive_from_matrix(m).place(wl, Policy.LEAST_ALLOCATED, {})
+    for _ in range(2):
+        got = place_one(m, wl, PlacementOptions())
+        assert got.placements == want.placements
+        assert got.placements[0].gpu_devices == devices

@@ -23,7 +23,7 @@ from strata_policy.kernels.fit import (
     RANDOM,
 )
 from strata_policy.kernels.frag import FGD_PAPER, FGD_REFINED, FGD_UNTRUNCATED
-from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery
+from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery, device_set
 
 __all__ = [
     "BALANCED_ALLOCATION",
@@ -43,6 +43,7 @@ __all__ = [
     "BlockQuery",
     "FragArrays",
     "ScoreTree",
+    "device_set",
     "place_batch_arrays",
     "refresh_frag_rows",
     "warmup",

@@ -24,6 +24,7 @@ from strata_policy.kernels.masks import _static_blocks, _static_mask
 from strata_policy.kernels.summaries import _SUBSETS, _SUM_ROWS, _refresh_blocks
 
 _NONE = np.zeros(0, dtype=np.int64)
+_MAX_JOINED = 1024  # queries whose kernel arguments an index keeps joined to its own
 
 BLOCK_SIZE = 32
 SUPER_SIZE = 32
@@ -236,6 +237,7 @@ class BlockIndex:
     """
 
     __slots__ = (
+        "_joined",
         "_n_bounds",
         "_place_args",
         "_place_fn",
@@ -304,6 +306,7 @@ class BlockIndex:
         self._place_fn: Callable[..., tuple[int, float, int]] | None = None
         self._n_bounds = lay.bstart.shape[0] + lay.sstart.shape[0] - 2
         self._scratch = threading.local()  # the kernel's scratch and device rows, per thread
+        self._joined: dict[BlockQuery, tuple[object, ...]] = {}
         self._place_args = (*self._state, lay.perm, lay.bstart, lay.sstart, a[0], a[1], a[2],
                             a[3], lay.bcap, lay.binv, a[4], a[5], a[6], a[7], lay.scap, lay.sinv,
                             a[8], lay.block_of, lay.super_of)  # fmt: skip
@@ -366,6 +369,21 @@ class BlockIndex:
         """The best node for one replica of ``q`` (-1 when none fits), its score and devices;
         first the summaries of nodes ``rows[first:first + count]`` refreshed in the same kernel
         call (``count`` -1: to the end; ``rows`` None: every block)."""
+        best, score, bits = self.search(q, rows, first, count)
+        if best < 0:
+            return -1, 0.0, ()
+        if not q.devices:
+            return best, score, ()
+        if bits < 0:
+            return best, score, tuple(self._scratch.arrays[0][: q.devices].tolist())
+        return best, score, device_set(bits)
+
+    def search(
+        self, q: BlockQuery, rows: np.ndarray | None = _NONE, first: int = 0, count: int = -1
+    ) -> tuple[int, float, int]:
+        """``place`` with the devices as a bit set (bit ``d``: device ``d``; 0 when the request
+        takes none, -1 when the node has more than 62 devices: ``place`` lists them), for a
+        caller that keys its own shared values by node and bit set."""
         if q.layout is not self.layout:
             raise ValueError("the query was made for another layout")
         if rows is None:
@@ -384,23 +402,21 @@ class BlockIndex:
             dev = np.empty(self._state[1].shape[1], dtype=np.int64)
             bounds = np.empty(self._n_bounds, dtype=np.float64)
             scratch.arrays = (dev, bounds)
-        args = (*self._place_args, *q.args, rows, first, count, dev, bounds)
+        prefix = self._joined.get(q)
+        if prefix is None:  # our arguments and the query's, joined once per query
+            if len(self._joined) >= _MAX_JOINED:
+                self._joined.clear()
+            prefix = self._joined[q] = (*self._place_args, *q.args)
+        args = (*prefix, rows, first, count, dev, bounds)
         fn = self._place_fn
         if fn is None:
-            best, score, bits = _blocks_place(*args)
+            found: tuple[int, float, int] = _blocks_place(*args)
             self._place_fn = _compiled(_blocks_place, args)
-        else:
-            best, score, bits = fn(*args)
-        if best < 0:
-            return -1, 0.0, ()
-        if not q.devices:
-            return best, score, ()
-        if bits < 0:
-            return best, score, tuple(dev[: q.devices].tolist())
-        return best, score, _device_set(bits)
+            return found
+        return fn(*args)
 
 
 @functools.lru_cache(maxsize=4096)
-def _device_set(bits: int) -> tuple[int, ...]:
+def device_set(bits: int) -> tuple[int, ...]:
     """The device indices of a bit set, ascending (shared tuples: few distinct sets occur)."""
     return tuple(d for d in range(bits.bit_length()) if bits >> d & 1)

@@ -35,6 +35,7 @@ from strata_policy.state.taskmix import TaskType
 _TREE_BYTES = 64 << 20  # per matrix
 _LOCK = "lock"
 _QUERIES = "block-queries"
+_CHOSEN = "block-placements"
 _MAX_QUERIES = 1024
 
 
@@ -83,13 +84,34 @@ def place_blocks(
         queries[key] = query
     if query is None:
         return None
-    best, score, devices = matrix.block_place(query)  # type: ignore[arg-type]  # not _ABSENT
+    best, score, bits = matrix.block_search(query)  # type: ignore[arg-type]  # not _ABSENT
     if best < 0:
         return None
-    return (inputs.placement_of(matrix, best, devices),), score
+    chosen: dict[int, tuple[Placement]] = matrix.shared(_CHOSEN, dict)
+    found = chosen.get(bits << 32 | best) if bits >= 0 else None
+    if found is None:
+        found = _chosen(matrix, query, best, bits)  # type: ignore[arg-type]  # not _ABSENT
+    return found, score
 
 
 _ABSENT: object = object()
+
+
+def _chosen(
+    matrix: NodeMatrix, query: kernels.BlockQuery, best: int, bits: int
+) -> tuple[Placement]:
+    """The shared one-replica answer for node ``best`` on the devices of bit set ``bits``
+    (``BlockIndex.search``), kept per (node, bit set) so that a placement builds no tuple;
+    a node with more than 62 devices (``bits`` -1) asks the index for its devices instead."""
+    if bits < 0:
+        devices = matrix.block_index().place(query)[2]
+        return (inputs.placement_of(matrix, best, devices),)
+    chosen: dict[int, tuple[Placement]] = matrix.shared(_CHOSEN, dict)
+    if len(chosen) >= inputs.MAX_PLACEMENTS:
+        chosen.clear()
+    found = (inputs.placement_of(matrix, best, kernels.device_set(bits)),)
+    chosen[bits << 32 | best] = found
+    return found
 
 
 def _block_query(

@@ -254,23 +254,24 @@ class NodeMatrix:
         with self._lock:
             return self._sync_blocks(None)
 
-    def block_place(self, query: BlockQuery) -> tuple[int, float, tuple[int, ...]]:
-        """``block_index().place(query)``, bringing the summaries up to date in the same kernel
-        call when the state moved since they last looked."""
+    def block_search(self, query: BlockQuery) -> tuple[int, float, int]:
+        """``block_index().search(query)`` (node, score, devices as a bit set), bringing the
+        summaries up to date in the same kernel call when the state moved since they last
+        looked."""
         idx = self._blocks
         epoch, seen = self._blocks_at
         if idx is not None and epoch == self.epoch:
             now = self.journal_len
             if seen == now:
-                return idx.place(query)
+                return idx.search(query)
             with self._lock:  # the common case after a commit: refresh its block, then search
                 if self._blocks_at == (epoch, seen):
-                    found = idx.place(query, self._journal, seen, now - seen)
+                    found = idx.search(query, self._journal, seen, now - seen)
                     self._blocks_at = (epoch, now)
                     return found
         with self._lock:
-            out: list[tuple[int, float, tuple[int, ...]]] = []
-            self._sync_blocks(lambda idx, changed: out.append(idx.place(query, changed)))
+            out: list[tuple[int, float, int]] = []
+            self._sync_blocks(lambda idx, changed: out.append(idx.search(query, changed)))
             return out[0]
 
     def _sync_blocks(
