@@ -121,14 +121,14 @@ def _block_query(
     policy: int,
     weights: Mapping[str, float],
 ) -> kernels.BlockQuery | None:
-    req, missing = inputs.request_row(matrix, workload.request)
+    req, row, missing = inputs.request_and_weights(matrix, workload.request, weights)
     if missing:
         return None
     static = static_mask(matrix, workload)
     return index.query(
         policy=policy,
         req=req,
-        weights=inputs.weight_rows(matrix, req, weights),
+        weights=row,
         mask=static.selected,  # schedulable and model are decided per block (StaticMask)
         levels=(static.blocks, static.supers),
     )

@@ -58,11 +58,30 @@ def request_row(matrix: NodeMatrix, request: Mapping[str, int]) -> tuple[np.ndar
     """The request as a column vector, and the first resource (by name) no column has.
 
     Built from a list in one array construction (a first placement of a shape pays it)."""
+    amounts = [request.get(r, 0) for r in matrix.resources]
+    return np.array(amounts, dtype=np.int64), _missing(matrix, request)
+
+
+def _missing(matrix: NodeMatrix, request: Mapping[str, int]) -> str:
+    """The first resource (by name) that ``request`` asks for and no column has, or ""."""
     col = matrix.resource_index
-    missing = ""
-    if not request.keys() <= col.keys():
-        missing = min((n for n, a in request.items() if a > 0 and n not in col), default="")
-    return np.array([request.get(r, 0) for r in matrix.resources], dtype=np.int64), missing
+    if request.keys() <= col.keys():
+        return ""
+    return min((n for n, a in request.items() if a > 0 and n not in col), default="")
+
+
+def request_and_weights(
+    matrix: NodeMatrix, request: Mapping[str, int], weights: Mapping[str, float]
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """``request_row`` and its ``weight_rows`` row, both from one list of amounts: a first
+    placement of a shape pays two small array constructions and no array arithmetic."""
+    amounts = [request.get(r, 0) for r in matrix.resources]
+    if weights:
+        row = [float(weights.get(r, 0.0)) for r in matrix.resources]
+    else:
+        row = [1.0 if a > 0 else 0.0 for a in amounts]
+    req = np.array(amounts, dtype=np.int64)
+    return req, np.array(row, dtype=np.float64), _missing(matrix, request)
 
 
 def weight_rows(matrix: NodeMatrix, req: np.ndarray, weights: Mapping[str, float]) -> np.ndarray:
