@@ -359,3 +359,24 @@ def test_nodes_with_more_than_62_devices(
         got = place_one(m, wl, PlacementOptions())
         assert got.placements == want.placements
         assert got.placements[0].gpu_devices == devices
+
+
+@pytest.mark.parametrize(
+    ("n_nodes", "size"),
+    [
+        pytest.param(0, 4, id="no nodes: the smallest"),
+        pytest.param(10_000, 13, id="10k nodes: 313 blocks"),
+        pytest.param(100_000, 40, id="100k nodes: 3,125 blocks"),
+        pytest.param(10**7, 64, id="capped"),
+    ],
+)
+def test_blocks_per_superblock(n_nodes: int, size: int) -> None:
+    """Superblocks hold about sqrt(blocks / 2) blocks, within 4..64."""
+    assert search.blocks_per_super(n_nodes) == size
+
+
+def test_layout_takes_the_adaptive_superblock_size() -> None:
+    """With no superblock size set, a matrix's layout cuts its blocks by blocks_per_super."""
+    with block_sizes(search.BLOCK_SIZE, 0):
+        m = NodeMatrix.from_nodes([node(f"n{i}") for i in range(2000)])  # one class, 63 blocks
+        assert np.diff(m.block_layout().sstart).tolist() == [6] * 10 + [3]
