@@ -67,7 +67,6 @@ def _pair_difference(t: int, x1: float, x2: float, x4: float) -> float:
 @inline_kernel
 def _summarise_block(
     free: np.ndarray,
-    gpu_free: np.ndarray,
     inv_cap: np.ndarray,
     inv_max_cap: np.ndarray,
     perm: np.ndarray,
@@ -79,7 +78,8 @@ def _summarise_block(
     sums: np.ndarray,
     node_offer: np.ndarray,
 ) -> None:
-    """Block ``b``'s summary rows from its nodes (and its nodes' GPU offers)."""
+    """Block ``b``'s summary rows from its nodes' free amounts and GPU offers (``node_offer``,
+    up to date)."""
     r = free.shape[1]
     first = perm[bstart[b]]
     for c in range(r):
@@ -99,9 +99,7 @@ def _summarise_block(
             v = free[n, c]
             hi[b, c] = max(hi[b, c], v)
             lo[b, c] = min(lo[b, c], v)
-        o = _gpu_offer(gpu_free, n)
-        node_offer[n] = o
-        offer[b] = max(offer[b], o)
+        offer[b] = max(offer[b], node_offer[n])
         g1 = free[n, 0] * inv_cap[n, 0]
         g2 = free[n, 1] * inv_cap[n, 1]
         g4 = free[n, 2] * inv_cap[n, 2]
@@ -184,16 +182,21 @@ def _refresh_blocks(
     # One call site per helper (each is inlined: fewer copies compile faster).
     every = n_rows < 0
     n_blocks = bstart.shape[0] - 1
+    # The GPU offers of the changed nodes first (the others' devices did not move): a block's
+    # summary then reads its nodes' offers instead of every node's device row.
+    for i in range(free.shape[0] if every else n_rows):
+        n = i if every else rows[i]
+        if not 0 <= n < free.shape[0]:
+            raise ValueError("rows out of range")
+        node_offer[n] = _gpu_offer(gpu_free, n)
     for i in range(n_blocks if every else n_rows):
         if every:
             b = i
         else:
-            if not 0 <= rows[i] < free.shape[0]:
-                raise ValueError("rows out of range")
             b = block_of[rows[i]]
             if i > 0 and block_of[rows[i - 1]] == b:
                 continue
-        _summarise_block(free, gpu_free, inv_cap, inv_max_cap, perm, bstart, b, hi, lo, offer,
+        _summarise_block(free, inv_cap, inv_max_cap, perm, bstart, b, hi, lo, offer,
                          sums, node_offer)  # fmt: skip
         s = super_of[b]
         if every and b + 1 < n_blocks and super_of[b + 1] == s:
