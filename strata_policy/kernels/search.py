@@ -25,7 +25,6 @@ from strata_policy.kernels.masks import _static_blocks, _static_mask
 from strata_policy.kernels.summaries import _SUBSETS, _SUM_ROWS, _refresh_blocks
 
 _NONE = np.zeros(0, dtype=np.int64)
-_MAX_JOINED = 1024  # queries whose kernel arguments an index keeps joined to its own
 
 BLOCK_SIZE = 32
 SUPER_SIZE = 0  # blocks per superblock; 0: blocks_per_super(number of nodes)
@@ -251,7 +250,6 @@ class BlockIndex:
     """
 
     __slots__ = (
-        "_joined",
         "_n_bounds",
         "_place_args",
         "_place_fn",
@@ -320,7 +318,6 @@ class BlockIndex:
         self._place_fn: Callable[..., tuple[int, float, int]] | None = None
         self._n_bounds = lay.bstart.shape[0] + lay.sstart.shape[0] - 2
         self._scratch = threading.local()  # the kernel's scratch and device rows, per thread
-        self._joined: dict[BlockQuery, tuple[object, ...]] = {}
         self._place_args = (*self._state, lay.perm, lay.bstart, lay.sstart, a[0], a[1], a[2],
                             a[3], lay.bcap, lay.binv, a[4], a[5], a[6], a[7], lay.scap, lay.sinv,
                             a[8], lay.block_of, lay.super_of)  # fmt: skip
@@ -416,12 +413,7 @@ class BlockIndex:
             dev = np.empty(self._state[1].shape[1], dtype=np.int64)
             bounds = np.empty(self._n_bounds, dtype=np.float64)
             scratch.arrays = (dev, bounds)
-        prefix = self._joined.get(q)
-        if prefix is None:  # our arguments and the query's, joined once per query
-            if len(self._joined) >= _MAX_JOINED:
-                self._joined.clear()
-            prefix = self._joined[q] = (*self._place_args, *q.args)
-        args = (*prefix, rows, first, count, dev, bounds)
+        args = (*self._place_args, *q.args, rows, first, count, dev, bounds)
         fn = self._place_fn
         if fn is None:
             found: tuple[int, float, int] = _blocks_place(*args)
