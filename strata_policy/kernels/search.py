@@ -204,7 +204,7 @@ class BlockIndex:
         blocks, supers = self.layout.mask_levels(mask) if levels is None else levels
         _check("mask blocks", blocks, _BOOL, (self.layout.bstart.shape[0] - 1,))
         _check("mask superblocks", supers, _BOOL, (self.layout.sstart.shape[0] - 1,))
-        g = int(req[2])
+        g = req.item(2)
         return BlockQuery(self.layout, policy, req, weights, mask, blocks, supers,
                           0 if g <= 0 else 1 if g < 1000 else g // 1000)  # fmt: skip
 
