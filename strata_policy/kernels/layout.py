@@ -179,17 +179,15 @@ class BlockLayout:
         _check("model_allowed", model_allowed, _BOOL, model_allowed.shape)
         levels = np.empty(nb + self.sstart.shape[0] - 1, dtype=np.bool_)
         blocks, supers = levels[:nb], levels[nb:]
-        counts = np.empty(3, dtype=np.int64)
         args = (statics, model_allowed, any_model, wants_gpu, self.bstart, self.sstart, hits,
-                blocks, supers, counts)  # fmt: skip
+                blocks, supers)  # fmt: skip
         fn = _STATIC_BLOCKS[0]
         if fn is None:
-            _static_blocks(*args)
+            counts: tuple[int, int, int] = _static_blocks(*args)
             _STATIC_BLOCKS[0] = _compiled(_static_blocks, args)
         else:
-            fn(*args)
-        unschedulable, selector, model = counts.tolist()
-        return blocks, supers, (unschedulable, selector, model)
+            counts = fn(*args)  # type: ignore[assignment]  # the kernel's (int, int, int)
+        return blocks, supers, counts
 
     def mask_levels(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per block and per superblock, whether any of its nodes passes ``mask``."""

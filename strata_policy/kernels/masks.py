@@ -78,22 +78,24 @@ def _static_blocks(
     hits: np.ndarray,
     mask_blocks: np.ndarray,
     mask_supers: np.ndarray,
-    counts: np.ndarray,
-) -> None:
-    """``_static_mask``'s block levels and first-failure counts without visiting a node: the
+) -> tuple[int, int, int]:
+    """``_static_mask``'s block levels and first-failure counts (returned: unschedulable,
+    selector, model) without visiting a node: the
     nodes of a block share schedulability, GPU model and device count (the layout's classes),
     given per block by ``statics`` (rows: schedulable 0/1, model code, devices), and
     ``hits[b]`` says how many of block ``b``'s nodes match the node selector (its size when
     there is none). Work per block, in contiguous arrays: a new selector costs ``N / B``."""
-    counts[:] = 0
+    unschedulable = 0
+    selector = 0
+    model_miss = 0
     for b in range(bstart.shape[0] - 1):
         size = bstart[b + 1] - bstart[b]
         h = hits[b]
         ok = False
         if statics[b, 0] == 0:
-            counts[0] += size
+            unschedulable += size
         else:
-            counts[1] += size - h
+            selector += size - h
             model = any_model or (not wants_gpu and statics[b, 2] == 0)
             if not model:
                 code = statics[b, 1]
@@ -101,10 +103,11 @@ def _static_blocks(
                     raise ValueError("model code out of range")
                 model = model_allowed[code]
             if not model:
-                counts[2] += h
+                model_miss += h
             ok = model and h > 0
         mask_blocks[b] = ok
     _supers_of(sstart, mask_blocks, mask_supers)
+    return unschedulable, selector, model_miss
 
 
 @inline_kernel

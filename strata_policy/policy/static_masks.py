@@ -138,7 +138,8 @@ def _everyone(matrix: NodeMatrix) -> tuple[np.ndarray, np.ndarray]:
 
 def static_mask(matrix: NodeMatrix, workload: Workload) -> StaticMask:
     """The workload's static mask (cached per selector/models/wants-gpu on the matrix)."""
-    selector = tuple(sorted(workload.node_selector.items())) if workload.node_selector else ()
+    labels = workload.node_selector
+    selector = tuple(labels.items()) if len(labels) < 2 else tuple(sorted(labels.items()))
     key = ("mask", selector, workload.gpu_model, workload.request.get(GPU, 0) > 0)
     cache: dict[object, StaticMask] = matrix.shared("masks", dict)
     found = cache.get(key)
