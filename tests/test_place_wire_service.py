@@ -59,6 +59,16 @@ def _answer(call: Any, request: Any) -> tuple[str, Any]:
         return "aborted", (s.code, s.details, tuple(s.trailing_metadata))
 
 
+def _assert_same(expected: tuple[str, Any], got: tuple[str, Any]) -> None:
+    """A message answer and an encoded one are the same bytes and generation; errors equal."""
+    if expected[0] == "ok":
+        assert got[0] == "ok"
+        assert encoded_data(got[1]) == expected[1].SerializeToString()
+        assert got[1].generation == expected[1].generation
+    else:
+        assert got == expected
+
+
 workloads = st.builds(
     pb.Workload,
     id=st.sampled_from(["w1", "w2", "w3", "w4", "", "x" * 300]),
@@ -105,14 +115,7 @@ def test_encoded_admit_equals_admit(batch: list[svc.AdmitRequest]) -> None:
     """Byte-identical answers, the same errors, and the same state after each call."""
     general, encoded = _servicer(), _servicer()
     for request in batch:
-        expected = _answer(general.Admit, request)
-        got = _answer(encoded.admit_encoded, request)
-        if expected[0] == "ok":
-            assert got[0] == "ok"
-            assert encoded_data(got[1]) == expected[1].SerializeToString()
-            assert got[1].generation == expected[1].generation
-        else:
-            assert got == expected
+        _assert_same(_answer(general.Admit, request), _answer(encoded.admit_encoded, request))
         assert general.engine.snapshot("c") == encoded.engine.snapshot("c")
 
 
@@ -124,13 +127,7 @@ def test_wire_handler_equals_place(batch: list[svc.PlaceRequest]) -> None:
     for request in batch:
         raw = request.SerializeToString()
         expected = _answer(general.Place, svc.PlaceRequest.FromString(raw))
-        got = _answer(wire.place_decoded, decode_place(raw))
-        if expected[0] == "ok":
-            assert got[0] == "ok"
-            assert encoded_data(got[1]) == expected[1].SerializeToString()
-            assert got[1].generation == expected[1].generation
-        else:
-            assert got == expected
+        _assert_same(expected, _answer(wire.place_decoded, decode_place(raw)))
         assert general.engine.snapshot("c") == wire.engine.snapshot("c")
 
 
