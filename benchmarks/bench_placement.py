@@ -3,8 +3,9 @@
 * One placement over N nodes (R = 3: cpu, memory, gpu) against one ``numpy.sum`` over the same
   N × R int64 matrix, at N = 10,000 and 100,000, LEAST_ALLOCATED: the first call of a shape
   (its per-shape inputs built), the second call, the same call again on an unchanged state,
-  the first call of a new node selector (its static mask built: work per block, the label value's
-  index built once per snapshot, reported beside), and the mean
+  the first call of a new node selector (no mask cached for it: the block search reads the label
+  value's index, built once per snapshot and reported beside, and the levels of the nodes'
+  classes, once per GPU model spelling), and the mean
   ``place_one`` in a run of placements each committed before the next (the engine's steady
   state: the block summaries follow every commit; the cluster is built and its objects aged by a
   full collection first, so that the collector's first passes over them do not land in the
@@ -247,7 +248,7 @@ def run() -> list[str]:
             ("first call of a shape", first),
             ("second call of a shape", second),
             ("same call again, state unchanged", again),
-            ("first call of a new node selector zone=z1: its static mask built", selector),
+            ("first call of a new node selector zone=z1: no mask cached for it", selector),
             (
                 "mean over 2,000 placements, each committed; best of 3 runs",
                 steady[Policy.LEAST_ALLOCATED],

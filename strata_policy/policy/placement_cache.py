@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from strata_policy import kernels
 from strata_policy.model.objects import Placement, Workload
 from strata_policy.policy import placement_inputs as inputs
-from strata_policy.policy.static_masks import static_mask
+from strata_policy.policy.static_masks import search_levels, static_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 
@@ -124,13 +124,13 @@ def _block_query(
     req, row, missing = inputs.request_and_weights(matrix, workload.request, weights)
     if missing:
         return None
-    static = static_mask(matrix, workload)
+    selected, blocks, supers = search_levels(matrix, workload)
     return index.query(
         policy=policy,
         req=req,
         weights=row,
-        mask=static.selected,  # schedulable and model are decided per block (StaticMask)
-        levels=(static.blocks, static.supers),
+        mask=selected,  # schedulable and model are decided per block (StaticMask)
+        levels=(blocks, supers),
     )
 
 

@@ -7,6 +7,11 @@ block plus per selected node, not per node: the nodes of a block share schedulab
 and device count (``NodeMatrix.block_layout``), and a label value's nodes are indexed once
 (``NodeMatrix.label_selection``). The per-node mask, which only the batch kernel's scans read,
 is built on first use.
+
+The block search needs less than a ``StaticMask``: ``search_levels`` gives it a selector's
+block levels from cached parts (no reason counts), so a first placement with a new selector
+builds nothing per selector; the counts are only needed when nothing fits, and that path
+builds the ``StaticMask``.
 """
 
 from __future__ import annotations
@@ -31,9 +36,10 @@ class StaticMask:
     whether it matches the node selector only: inside a block that passes, every node passes
     schedulable and model (a block's nodes are alike in those), so the block search needs no
     more. All of that costs work per block plus per selected node (``kernels.masks.
-    _static_blocks`` and ``NodeMatrix.label_selection``), which is what a first placement with a new
-    selector pays. ``mask``, every test per node (the batch kernel's scans), is built in one pass
-    over the nodes the first time it is read.
+    _static_blocks`` and ``NodeMatrix.label_selection``), paid by a batch or an unplaced answer
+    with a new selector (``search_levels`` serves the block search without it). ``mask``,
+    every test per node (the batch kernel's scans), is built in one pass over the nodes the
+    first time it is read.
     """
 
     __slots__ = ("_mask", "_source", "blocks", "counts", "selected", "supers")
@@ -134,6 +140,57 @@ def _everyone(matrix: NodeMatrix) -> tuple[np.ndarray, np.ndarray]:
     layout = matrix.block_layout()
     selected = np.ones(len(matrix), dtype=np.bool_)
     return np.ascontiguousarray(np.diff(layout.bstart)), selected
+
+
+def _class_levels(
+    matrix: NodeMatrix, models: str, wants_gpu: bool
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Per block and per superblock whether its class of nodes passes schedulable and model,
+    and whether every one does (cached per models and wants-gpu on the matrix): the levels of
+    the ``StaticMask`` without a selector, from the same kernel with every node selected."""
+    cache: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray, bool]] = matrix.shared(
+        "class-levels", dict
+    )
+    found = cache.get((models, wants_gpu))
+    if found is None:
+        allowed, any_model = _model_allowed(matrix, models)
+        sizes = matrix.shared("everyone", lambda: _everyone(matrix))[0]
+        blocks, supers, _ = matrix.block_layout().static_blocks(
+            statics=matrix.block_statics(), hits=sizes, model_allowed=allowed,
+            any_model=any_model, wants_gpu=wants_gpu,
+        )  # fmt: skip
+        if len(cache) >= _MAX_CACHED:
+            cache.clear()
+        found = cache[(models, wants_gpu)] = (blocks, supers, bool(blocks.all()))
+    return found
+
+
+def search_levels(
+    matrix: NodeMatrix, workload: Workload
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the block search reads of ``static_mask(matrix, workload)``: ``selected``,
+    ``blocks`` and ``supers``, equal to its arrays (do not write to them).
+
+    A block passes when its class of nodes passes schedulable and model and it holds a selected
+    node; a superblock, whose blocks are of one class, when its class passes and any of its
+    blocks holds one. Without a selector, or with one label, both parts are cached (per models
+    and wants-gpu, and per label value with its index), so nothing is built per selector:
+    at most two ``&`` over the levels, none when every class passes. Several labels take the
+    cached ``StaticMask``."""
+    labels = workload.node_selector
+    if len(labels) > 1:
+        found = static_mask(matrix, workload)
+        return found.selected, found.blocks, found.supers
+    blocks, supers, every = _class_levels(
+        matrix, workload.gpu_model, workload.request.get(GPU, 0) > 0
+    )
+    if not labels:
+        return matrix.shared("everyone", lambda: _everyone(matrix))[1], blocks, supers
+    ((key, value),) = labels.items()
+    one = matrix.label_selection(key, value)
+    if every:
+        return one.selected, one.block_any, one.super_any
+    return one.selected, blocks & one.block_any, supers & one.super_any
 
 
 def static_mask(matrix: NodeMatrix, workload: Workload) -> StaticMask:

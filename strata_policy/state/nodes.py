@@ -54,11 +54,14 @@ _MAX_SELECTIONS = 128
 
 @dataclass(frozen=True, slots=True)
 class LabelSelection:
-    """The nodes with one label value (``NodeMatrix.label_selection``)."""
+    """The nodes with one label value (``NodeMatrix.label_selection``): their indices, how many
+    in each block, a bool per node, and per block and per superblock whether it holds any."""
 
     nodes: np.ndarray
     block_hits: np.ndarray
     selected: np.ndarray
+    block_any: np.ndarray
+    super_any: np.ndarray
 
 
 class NodeMatrix:
@@ -218,7 +221,8 @@ class NodeMatrix:
 
     def label_selection(self, key: str, value: str) -> LabelSelection:
         """The nodes whose label ``key`` is ``value``: their indices (ascending), how many in
-        each block of ``block_layout``, and a bool per node (do not write to the arrays).
+        each block of ``block_layout``, a bool per node, and per block and superblock whether
+        it holds any of them (do not write to the arrays).
 
         Built once per key and value from ``label_codes`` and shared by copies, so that a node
         selector naming the value costs nothing per node after that. At most
@@ -234,7 +238,13 @@ class NodeMatrix:
             selected[nodes] = True
             layout = self.block_layout()
             hits = np.bincount(layout.block_of[nodes], minlength=layout.bstart.shape[0] - 1)
-            found = LabelSelection(nodes, hits.astype(np.int64), selected)
+            block_any = hits > 0
+            super_any = (
+                np.logical_or.reduceat(block_any, layout.sstart[:-1])
+                if block_any.size
+                else np.zeros(0, dtype=np.bool_)
+            )
+            found = LabelSelection(nodes, hits.astype(np.int64), selected, block_any, super_any)
             if len(cache) >= _MAX_SELECTIONS:
                 cache.clear()
             cache[(key, value)] = found
