@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from google.protobuf.message import DecodeError
 from hypothesis import given, settings
@@ -10,6 +12,7 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.model import Workload
+from strata_policy.quota.groups import TaggedWorkloads
 from strata_policy.service import convert, wire
 
 names = st.text("abcxyz-./0123é", max_size=8)
@@ -51,6 +54,15 @@ def protobuf_reads(raw: bytes) -> tuple[svc.PlaceRequest, list[Workload]]:
     return message, workloads
 
 
+def assert_tags_honest(workloads: TaggedWorkloads) -> None:
+    """Workloads under one tag (by identity) are equal but for id and queued_at_ms."""
+    assert isinstance(workloads, TaggedWorkloads)
+    seen: dict[int, Workload] = {}
+    for w, tag in zip(workloads, workloads.tags, strict=True):
+        first = seen.setdefault(id(tag), w)
+        assert replace(w, id="", queued_at_ms=0) == replace(first, id="", queued_at_ms=0)
+
+
 def assert_reads_alike(raw: bytes) -> None:
     """``decode_place`` equals the general path: workloads field for field, message byte for
     byte, and a DecodeError exactly where protobuf raises one."""
@@ -70,6 +82,7 @@ def assert_reads_alike(raw: bytes) -> None:
             dict(w.node_selector) for w in workloads
         ]
         assert decoded.message.SerializeToString() == message.SerializeToString()
+        assert_tags_honest(decoded.workloads)
         assert (decoded.cluster_id, decoded.request_id, decoded.dry_run) == (
             message.cluster_id,
             message.request_id,

@@ -6,12 +6,17 @@ The lane admits a run by summing it per scope and works out each workload's ``bo
 read only the scope, the request, the replicas, the selector, the GPU model and the spread key;
 a big batch has a handful of distinct combinations. Grouping costs one tuple key and one dict
 read per workload; everything after it is per group.
+
+A batch decoded from a request's bytes knows more for free: workloads read from one cached
+encoding share one fields tuple (``service.wire``). Such a batch comes as ``TaggedWorkloads``,
+and ``group_tagged`` keys only one workload per distinct tag, merging tags whose keys are
+equal, so the per-workload work is a few C-level passes (``id``, a dict, ``Counter``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from strata_policy.model import Workload
@@ -55,3 +60,61 @@ def group(workloads: Sequence[Workload]) -> Groups:
         add(g)
     counts = Counter(ids)
     return Groups(ids, firsts, [counts[g] for g in range(len(firsts))])
+
+
+class TaggedWorkloads(list[Workload]):
+    """A batch's workloads and, per workload, a tag (``tags[i]`` is workload ``i``'s): workloads
+    whose tags are the same object are equal in every field but ``id`` and ``queued_at_ms``, so
+    they share a group key and every field the per-workload checks read but the id.
+
+    The list compares, iterates and indexes as the plain list of its workloads; it is built once
+    by a decoder that knows the tags and not mutated afterwards (its tags would go stale)."""
+
+    __slots__ = ("tags",)
+
+    def __init__(self, workloads: Iterable[Workload], tags: list[object]) -> None:
+        super().__init__(workloads)
+        if len(tags) != len(self):
+            raise ValueError(f"{len(tags)} tags for {len(self)} workloads")
+        self.tags = tags
+
+
+def representatives(tags: Sequence[object]) -> list[int]:
+    """The index of each distinct tag's (by identity) first workload, ascending."""
+    ids = list(map(id, tags))
+    return _firsts(ids, dict.fromkeys(ids))
+
+
+def _firsts(ids: list[int], distinct: Iterable[int]) -> list[int]:
+    """Where each of ``distinct`` (``ids``' distinct values in order of first appearance) first
+    appears: each is found by a C-level ``index`` from where the one before it first appears,
+    so the scans cover ``ids`` once in all."""
+    out: list[int] = []
+    start = 0
+    for tag in distinct:
+        start = ids.index(tag, start)
+        out.append(start)
+    return out
+
+
+def group_tagged(workloads: Sequence[Workload], tags: Sequence[object]) -> Groups:
+    """``group(workloads)`` where ``tags`` are their tags (``TaggedWorkloads``' contract).
+
+    The tags are counted (a ``Counter`` keeps them in order of first appearance) and only the
+    first workload of each distinct tag is keyed, by ``group`` of those in that order, so that
+    groups are numbered as ``group`` numbers them and a group's first workload is its first
+    tag's; every workload then takes its tag's group, and a group's size is its tags' counts.
+    Per workload this is a few C-level passes (``id``, ``Counter``, a dict lookup), no Python
+    step; a batch of one tag (the common one) is told by one ``count``."""
+    ids = list(map(id, tags))
+    if ids and ids.count(ids[0]) == len(ids):
+        return Groups([0] * len(ids), [workloads[0]], [len(ids)])
+    counts = Counter(ids)
+    keyed = group([workloads[i] for i in _firsts(ids, counts)])
+    sizes = [0] * len(keyed.firsts)
+    for g, n in zip(keyed.group, counts.values(), strict=True):
+        sizes[g] += n
+    if len(counts) == 1:
+        return Groups([0] * len(ids), keyed.firsts, sizes)
+    of_tag = dict(zip(counts, keyed.group, strict=True))
+    return Groups(list(map(of_tag.__getitem__, ids)), keyed.firsts, sizes)

@@ -22,7 +22,10 @@ request) than the RPC layer may cost in all. Here the request's bytes are read d
   malformed, so that what protobuf refuses is refused by protobuf, with its own error.
 
 The workloads equal those ``convert.workloads_from_proto`` builds from the parsed message
-(``tests/test_wire.py`` proves it for arbitrary requests, bytes and errors alike).
+(``tests/test_wire.py`` proves it for arbitrary requests, bytes and errors alike). They come as
+``quota.groups.TaggedWorkloads``, tagged with the cached fields they were built from (the head's
+for a stamped tail, a row of its own for a workload protobuf read), so the engine groups the
+batch by tag instead of by each workload's fields.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.model import Workload, new_workload
 from strata_policy.model.slots import setters
+from strata_policy.quota.groups import TaggedWorkloads
 from strata_policy.service import convert
 
 _WORKLOADS_KEY = 2 << 3 | 2  # PlaceRequest.workloads: field 2, length-delimited
@@ -64,7 +68,7 @@ class DecodedPlace:
     message's, for the interceptors that read them from any request (logging, auth)."""
 
     message: svc.PlaceRequest
-    workloads: list[Workload]
+    workloads: TaggedWorkloads
 
     @property
     def cluster_id(self) -> str:
@@ -91,14 +95,15 @@ def decode_place(raw: bytes) -> DecodedPlace:
     try:
         read = _read(raw)
         if read is not None:
-            ids, rows, rest = read
-            return DecodedPlace(svc.PlaceRequest.FromString(rest), _workloads(ids, rows))
+            ids, rows, tags, rest = read
+            message = svc.PlaceRequest.FromString(rest)
+            return DecodedPlace(message, TaggedWorkloads(_workloads(ids, rows), tags))
     except (DecodeError, UnicodeDecodeError, IndexError):
         pass  # possibly malformed: protobuf decides, below
     message = svc.PlaceRequest.FromString(raw)
     workloads = convert.workloads_from_proto(message.workloads)
     message.ClearField("workloads")
-    return DecodedPlace(message, workloads)
+    return DecodedPlace(message, TaggedWorkloads(workloads, list(map(_fields, workloads))))
 
 
 def _varint(raw: bytes, pos: int) -> tuple[int, int]:
@@ -130,9 +135,9 @@ def _skip(raw: bytes, pos: int, wire_type: int) -> int:
     return -1  # groups
 
 
-def _read(raw: bytes) -> tuple[list[str], list[Fields], bytes] | None:
-    """The workloads' ids and fields after the id, and the bytes of every other field in
-    order; None for bytes this reader leaves to protobuf.
+def _read(raw: bytes) -> tuple[list[str], list[Fields], list[object], bytes] | None:
+    """The workloads' ids, fields after the id and tags (``TaggedWorkloads``), and the bytes of
+    every other field in order; None for bytes this reader leaves to protobuf.
 
     One pass: a workload (key 0x12, its length, then ``0x0A``, the id's one-byte length, the
     id, the tail) is read where it stands, its tail looked up in the cache, then its head when
@@ -141,6 +146,7 @@ def _read(raw: bytes) -> tuple[list[str], list[Fields], bytes] | None:
     """
     ids: list[str] = []
     rows: list[Fields] = []
+    tags: list[object] = []  # a cached tail's or head's fields; a parsed workload's own row
     rest: list[bytes] = []
     tails, heads = _tails, _heads
     pos, end = 0, len(raw)
@@ -159,6 +165,7 @@ def _read(raw: bytes) -> tuple[list[str], list[Fields], bytes] | None:
                 if known:
                     ids.append(raw[pos + 2 : pos + 2 + n].decode())
                     rows.append(known)
+                    tags.append(known)
                     pos = stop
                     continue
                 stamp = _stamp(raw, pos + 2 + n, stop)
@@ -169,6 +176,7 @@ def _read(raw: bytes) -> tuple[list[str], list[Fields], bytes] | None:
                     if found:
                         ids.append(raw[pos + 2 : pos + 2 + n].decode())
                         rows.append((*found, stamp[1]))
+                        tags.append(found)
                         pos = stop
                         continue
                 w = convert.workload_from_proto(pb.Workload.FromString(raw[pos:stop]))
@@ -179,7 +187,9 @@ def _read(raw: bytes) -> tuple[list[str], list[Fields], bytes] | None:
             else:
                 w = convert.workload_from_proto(pb.Workload.FromString(raw[pos:stop]))
             ids.append(w.id)
-            rows.append(_fields(w))
+            row = _fields(w)
+            rows.append(row)
+            tags.append(row)
             pos = stop
             continue
         start = pos
@@ -192,7 +202,7 @@ def _read(raw: bytes) -> tuple[list[str], list[Fields], bytes] | None:
         rest.append(raw[start:pos])
     if pos != end:
         return None  # the last field runs past the end
-    return ids, rows, b"".join(rest)
+    return ids, rows, tags, b"".join(rest)
 
 
 def _workloads(ids: list[str], rows: list[Fields]) -> list[Workload]:

@@ -8,6 +8,7 @@ not admitted (UNPLACED), and one placed by id that does not fit stays ADMITTED.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -25,12 +26,15 @@ from strata_policy.model import (
 )
 from strata_policy.policy.placement import PlacementOptions, place_one
 from strata_policy.quota import batch_order, decide_admit
+from strata_policy.quota.groups import TaggedWorkloads, representatives
+from strata_policy.state import validate
 from strata_policy.state.cluster import ClusterState
 from strata_policy.usecases import fast_place
 from strata_policy.usecases.fast_place import FAST_PATH_MIN
 from strata_policy.usecases.requests import check_ids, check_new_workloads
 
 __all__ = ["FAST_PATH_MIN", "admit", "place", "release"]
+_ID = operator.attrgetter("id")
 
 
 def admit(
@@ -67,7 +71,8 @@ def place(
     now_ms: int,
 ) -> Callable[[int], BatchResult]:
     """Place admitted workloads by id, and admit-and-place inline ones, in the batch order."""
-    check_new_workloads(state, workloads, "workloads")
+    if not _tagged_plainly_valid(state, workloads):
+        check_new_workloads(state, workloads, "workloads")
     check_ids(workload_ids, "workload_ids")
     known: list[Workload] = []
     bad: list[FieldViolation] = []
@@ -92,6 +97,26 @@ def place(
         else:
             results.append(_admit_and_place(state, w, options, now_ms))
     return lambda generation: BatchResult(generation, tuple(results))
+
+
+def _tagged_plainly_valid(state: ClusterState, workloads: Sequence[Workload]) -> bool:
+    """True only when ``check_new_workloads`` would find nothing, asked of a
+    ``TaggedWorkloads`` batch (False for any other: it is checked as usual).
+
+    The ids are checked for the whole batch (distinct, new to the cluster, of a valid length:
+    ``validate.workloads_plainly_valid``'s id rules), the other fields only for the first
+    workload of each distinct tag (``quota.groups.representatives``): a tag's workloads differ
+    from it only in id and ``queued_at_ms``, which no rule but the id's reads."""
+    if not isinstance(workloads, TaggedWorkloads) or len(workloads) < 2:
+        return False
+    ids = list(map(_ID, workloads))
+    if len(set(ids)) != len(ids) or not state.workloads.keys().isdisjoint(ids):
+        return False
+    lengths = list(map(len, ids))
+    if min(lengths) < 1 or max(lengths) > validate.MAX_ID_LENGTH:
+        return False
+    firsts = [workloads[i] for i in representatives(workloads.tags)]
+    return validate.workloads_plainly_valid(firsts, state.tree.scopes, state.workloads)
 
 
 def _with_mix(state: ClusterState, options: PlacementOptions) -> PlacementOptions:

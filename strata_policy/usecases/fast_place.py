@@ -32,7 +32,7 @@ from strata_policy.model import Decision, Order, RunningWorkload, Workload, Work
 from strata_policy.policy import values
 from strata_policy.policy.placement import PlacementOptions, place_batch, place_columns
 from strata_policy.quota import RunAdmitted, admit_all, batch_order, decide_admit
-from strata_policy.quota.groups import Groups, group
+from strata_policy.quota.groups import Groups, TaggedWorkloads, group, group_tagged
 from strata_policy.state.cluster import ClusterState
 
 FAST_PATH_MIN = 32  # batches from this size place in runs through one kernel call each
@@ -48,13 +48,20 @@ def admit_and_place(
     now_ms: int,
 ) -> list[WorkloadResult]:
     """The results of admitting and placing ``workloads`` one by one in ``order`` (FIFO or
-    PRIORITY: orders fixed before any decision), committed to ``state``."""
+    PRIORITY: orders fixed before any decision), committed to ``state``.
+
+    A ``TaggedWorkloads`` batch has each run grouped by its tags (``group_tagged``), the same
+    groups ``group`` finds from the fields."""
+    tags = workloads.tags if isinstance(workloads, TaggedWorkloads) else None
     ordered = list(batch_order(state.tree, workloads, order, state.capacity))
     results: list[WorkloadResult] = []
     pos, chunk, lane = 0, FAST_PATH_MIN, FAST_PATH_MAX
     while pos < len(ordered):
-        run = [workloads[i] for i in ordered[pos : pos + lane]]
-        groups = group(run)
+        window = ordered[pos : pos + lane]
+        run = [workloads[i] for i in window]
+        groups = (
+            group(run) if tags is None else group_tagged(run, list(map(tags.__getitem__, window)))
+        )
         admitted = admit_all(state.tree, run, state.capacity, groups)
         if admitted is not None:
             _place_admitted_run(state, run, groups, admitted, options, now_ms, results)
