@@ -81,6 +81,7 @@ _DECISIONS = {
 }  # keyed by the enum's value, as DECISION_CODES is
 _ENTRY_KEY, _ENTRY_VALUE = _varint(1 << 3 | _LENGTH), _varint(2 << 3 | _VARINT)
 _placements: dict[tuple[str, tuple[int, ...]], bytes] = {}
+_placement_tuples: dict[int, tuple[tuple[model.Placement, ...], bytes]] = {}  # by id: the tuple
 _borrowed: dict[tuple[tuple[str, int], ...], bytes] = {}
 _borrowed_out: dict[tuple[tuple[str, int], ...], bytes] = {}
 
@@ -106,10 +107,11 @@ def response_bytes(generation: int, decisions: Iterable[model.WorkloadResult]) -
     Results come in runs with equal borrowed amounts (a batch's workloads ask alike), so the
     previous result's fragment is tried before the cache: first by the mapping's identity
     (values are immutable, so a mapping shared by results reads the same), then by its items.
+    A result's placements are found by the identity of their tuple (``_placements_fragment``).
     """
     parts = [_GENERATION, _varint(generation)] if generation else []
     small = _SMALL
-    placements = _placements
+    by_tuple = _placement_tuples
     last_mapping: object = None
     last_amounts: tuple[tuple[str, int], ...] = ()
     last_borrowed = b""
@@ -121,12 +123,12 @@ def response_bytes(generation: int, decisions: Iterable[model.WorkloadResult]) -
             n = len(wid)
             pieces = [_ID, small[n] if n < 128 else _varint(n), wid] if n else []
             pieces.append(_DECISIONS[r.decision._value_])
-            for p in r.placements:
-                key = (p.node_id, p.gpu_devices)
-                fragment = placements.get(key)
-                if fragment is None:
-                    fragment = _cached(placements, key, _placement(p))
-                pieces.append(fragment)
+            held = r.placements
+            known = by_tuple.get(id(held))
+            if known is not None and known[0] is held:
+                pieces.append(known[1])
+            else:
+                pieces.append(_placements_fragment(held))
             borrowed = r.borrowed
             if borrowed:
                 if borrowed is not last_mapping:
@@ -199,6 +201,28 @@ def _cached(table: dict[_K, bytes], key: _K, fragment: bytes) -> bytes:
         table.clear()
     table[key] = fragment
     return fragment
+
+
+def _placements_fragment(held: tuple[model.Placement, ...]) -> bytes:
+    """The fragments of a result's placements, joined, cached under the tuple's ``id``.
+
+    The engine shares placement tuples between results and batches (``policy.placements``
+    caches a replica's one-placement tuple on the matrix), so most results' tuples are ones
+    seen before: found by identity, they cost one lookup instead of a key and a lookup per
+    placement. The entry holds the tuple itself, so its ``id`` cannot be reused while cached,
+    and a lookup checks it is that tuple."""
+    parts = []
+    for p in held:
+        key = (p.node_id, p.gpu_devices)
+        fragment = _placements.get(key)
+        if fragment is None:
+            fragment = _cached(_placements, key, _placement(p))
+        parts.append(fragment)
+    joined = b"".join(parts)
+    if len(_placement_tuples) >= _MAX_CACHED:
+        _placement_tuples.clear()
+    _placement_tuples[id(held)] = (held, joined)
+    return joined
 
 
 def _placement(p: model.Placement) -> bytes:
