@@ -209,3 +209,30 @@ def test_long_tails_are_read_but_not_kept() -> None:
     raw = svc.PlaceRequest(workloads=alike).SerializeToString()
     assert_reads_alike(raw)
     assert all(len(tail) <= wire._MAX_TAIL_BYTES for tail in wire._tails)
+
+
+@settings(max_examples=150)
+@given(
+    base=workload_messages,
+    other=workload_messages,
+    picks=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 9)), min_size=1, max_size=60),
+    request_id=names,
+)
+def test_runs_of_one_tail_read_alike(
+    base: pb.Workload, other: pb.Workload, picks: list[tuple[int, int]], request_id: str
+) -> None:
+    """Batches repeating one tail (read as a run, ``wire._run``) read as protobuf reads them:
+    ids of any length, ids holding the tail's own bytes, another tail mixed in, fields after."""
+    shared = pb.Workload()
+    shared.CopyFrom(base)
+    shared.ClearField("id")
+    tail = shared.SerializeToString().decode("utf-8", "ignore")
+    odd = ["", "x" * 130, tail, f"a{tail}", f"{tail}{tail}", tail[:3]]
+    workloads = []
+    for i, (kind, which) in enumerate(picks):
+        w = pb.Workload()
+        w.CopyFrom(other if kind == 7 else shared)  # one in eight from another tail
+        w.id = odd[which] if which < len(odd) and kind == 0 else f"w{i}"
+        workloads.append(w)
+    request = svc.PlaceRequest(cluster_id="c", workloads=workloads, request_id=request_id)
+    assert_reads_alike(request.SerializeToString())
