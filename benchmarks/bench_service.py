@@ -20,7 +20,7 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 from strata.policy.v1 import types_pb2 as pb
 
-from benchmarks.bench_place_rpc import place_rpc_served
+from benchmarks.place_rpc import place_rpc_served
 from strata_policy.engine import Engine
 from strata_policy.model import RunningWorkload, Scope, Snapshot, Workload
 from strata_policy.service import convert

@@ -62,7 +62,7 @@ def _placer(count: int, nodes: int) -> Iterator[Callable[[], float]]:
     code = (
         "import logging, structlog\n"
         "structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))\n"
-        "from benchmarks.bench_place_rpc import serve_placements\n"
+        "from benchmarks.place_rpc import serve_placements\n"
         f"serve_placements({count}, {nodes})\n"
     )
     proc = subprocess.Popen(
