@@ -42,7 +42,6 @@ from strata_policy.model import (
 from strata_policy.policy import values
 from strata_policy.policy.placement import PlacementOptions
 from strata_policy.quota import decide_admit
-from strata_policy.quota.check import admissible, requested
 from strata_policy.state import validate
 from strata_policy.state.changes import Change, ChangeKind, Delta, apply_delta
 from strata_policy.state.cluster import ClusterState
@@ -380,24 +379,18 @@ class Engine:
             state = slot.require(cluster_id)
             _check_generation(cluster_id, expected_generation, state.generation)
             check_new_workloads(state, (workload,), "workloads")
-            tree = state.tree
-            q = requested(workload)
-            borrowed = admissible(tree, tree.path(workload.scope_id), q, state.capacity)
-            if borrowed is None:  # decide_admit gives the reasons (and any reclaim plan)
-                result = decide_admit(tree, state.workloads, workload, state.capacity)
-            else:  # decide_admit's first answer, taken here to charge q without working it out
-                result = values.admitted_result(workload.id, borrowed)
+            result = decide_admit(state.tree, state.workloads, workload, state.capacity)
             if result.decision is Decision.ADMITTED and not dry_run:
                 admitted = values.running(workload, (), now_ms or self.clock())
                 if self.journal is None:
                     # No write can fail after the checks above (id new, scope known, no nodes
                     # to allocate), so no transaction is needed to undo one.
-                    state.add(admitted, q)
+                    state.add(admitted)
                     state.generation += 1
                     state.task_mix.observe(workload)
                 else:
                     with state.transaction():
-                        state.add(admitted, q)
+                        state.add(admitted)
                         state.generation += 1
                         state.task_mix.observe(workload)
                         delta = Delta(upsert_workloads=(admitted,))

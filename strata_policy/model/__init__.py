@@ -14,6 +14,7 @@ from strata_policy.model.decisions import (
     Victim,
     VictimReason,
     WorkloadResult,
+    new_result,
 )
 from strata_policy.model.objects import (
     HOSTNAME_KEY,
@@ -47,5 +48,6 @@ __all__ = [
     "VictimReason",
     "Workload",
     "WorkloadResult",
+    "new_result",
     "new_workload",
 ]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from strata_policy.model.objects import Placement
 from strata_policy.model.resources import Resources
+from strata_policy.model.slots import setters
 
 
 class Decision(enum.Enum):
@@ -101,6 +102,39 @@ class WorkloadResult:
     victims: tuple[Victim, ...] = ()
     score: float = 0.0
     explanation: str = ""
+
+
+RESULT_SETTERS = setters(
+    WorkloadResult,
+    ("workload_id", "decision", "placements", "reasons", "borrowed", "victims", "score",
+     "explanation"),
+)  # fmt: skip
+"""``WorkloadResult``'s slot setters in field order, for builders that skip its ``__init__``."""
+_R_ID, _R_DECISION, _R_PLACEMENTS, _R_REASONS, _R_BORROWED, _R_VICTIMS, _R_SCORE, _R_TEXT = (
+    RESULT_SETTERS
+)
+
+
+def new_result(
+    workload_id: str,
+    decision: Decision,
+    placements: tuple[Placement, ...],
+    borrowed: Resources,
+    score: float,
+) -> WorkloadResult:
+    """``WorkloadResult(workload_id, decision, placements, borrowed=borrowed, score=score)``,
+    built through its slots (``model.slots``): the result of each admitted or placed workload,
+    one of the commonest values the engine makes (no reasons, victims or explanation)."""
+    out: WorkloadResult = object.__new__(WorkloadResult)
+    _R_ID(out, workload_id)
+    _R_DECISION(out, decision)
+    _R_PLACEMENTS(out, placements)
+    _R_REASONS(out, ())
+    _R_BORROWED(out, borrowed)
+    _R_VICTIMS(out, ())
+    _R_SCORE(out, score)
+    _R_TEXT(out, "")
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,6 +108,12 @@ class Snapshot:
 
 
 _new = object.__new__
+WORKLOAD_SETTERS = setters(
+    Workload,
+    ("id", "scope_id", "request", "replicas", "priority", "preemptible", "node_selector",
+     "gpu_model", "spread_key", "queued_at_ms"),
+)  # fmt: skip
+"""``Workload``'s slot setters in field order, for builders that skip its ``__init__``."""
 (
     _set_id,
     _set_scope_id,
@@ -119,11 +125,7 @@ _new = object.__new__
     _set_gpu_model,
     _set_spread_key,
     _set_queued_at_ms,
-) = setters(
-    Workload,
-    ("id", "scope_id", "request", "replicas", "priority", "preemptible", "node_selector",
-     "gpu_model", "spread_key", "queued_at_ms"),
-)  # fmt: skip
+) = WORKLOAD_SETTERS
 
 
 def new_workload(

@@ -19,7 +19,15 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
-from strata_policy.model import Decision, Placement, RunningWorkload, Workload, WorkloadResult
+from strata_policy.model import (
+    Decision,
+    Placement,
+    RunningWorkload,
+    Workload,
+    WorkloadResult,
+    new_result,
+)
+from strata_policy.model.decisions import RESULT_SETTERS
 from strata_policy.model.resources import Resources
 from strata_policy.model.slots import setters
 
@@ -32,13 +40,9 @@ _R_WORKLOAD, _R_PLACEMENTS, _R_AT = setters(
     RunningWorkload, ("workload", "placements", "admitted_at_ms")
 )
 _W_ID, _W_DECISION, _W_PLACEMENTS, _W_REASONS, _W_BORROWED, _W_VICTIMS, _W_SCORE, _W_TEXT = (
-    setters(
-        WorkloadResult,
-        ("workload_id", "decision", "placements", "reasons", "borrowed", "victims", "score",
-         "explanation"),
-    )
-)  # fmt: skip
-_PLACED, _ADMITTED = Decision.PLACED, Decision.ADMITTED
+    RESULT_SETTERS
+)
+_PLACED = Decision.PLACED
 
 
 def placement(node_id: str, gpu_devices: tuple[int, ...]) -> Placement:
@@ -64,30 +68,7 @@ def placed_result(
     workload_id: str, placements: tuple[Placement, ...], borrowed: Resources, score: float
 ) -> WorkloadResult:
     """``WorkloadResult(workload_id, PLACED, placements, borrowed=borrowed, score=score)``."""
-    out: WorkloadResult = _new(WorkloadResult)
-    _W_ID(out, workload_id)
-    _W_DECISION(out, _PLACED)
-    _W_PLACEMENTS(out, placements)
-    _W_REASONS(out, ())
-    _W_BORROWED(out, borrowed)
-    _W_VICTIMS(out, ())
-    _W_SCORE(out, score)
-    _W_TEXT(out, "")
-    return out
-
-
-def admitted_result(workload_id: str, borrowed: Resources) -> WorkloadResult:
-    """``WorkloadResult(workload_id, ADMITTED, borrowed=borrowed)``."""
-    out: WorkloadResult = _new(WorkloadResult)
-    _W_ID(out, workload_id)
-    _W_DECISION(out, _ADMITTED)
-    _W_PLACEMENTS(out, ())
-    _W_REASONS(out, ())
-    _W_BORROWED(out, borrowed)
-    _W_VICTIMS(out, ())
-    _W_SCORE(out, 0.0)
-    _W_TEXT(out, "")
-    return out
+    return new_result(workload_id, _PLACED, placements, borrowed, score)
 
 
 def placement_many(

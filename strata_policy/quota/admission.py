@@ -16,7 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from strata_policy.model import Decision, ReasonCode, RunningWorkload, Workload, WorkloadResult
+from strata_policy.model import (
+    Decision,
+    ReasonCode,
+    RunningWorkload,
+    Workload,
+    WorkloadResult,
+    new_result,
+)
 from strata_policy.model.resources import Resources
 from strata_policy.quota.check import AdmitCheck, admissible, check_admit, requested
 from strata_policy.quota.reclaim import FitsAfter, find_victims
@@ -41,8 +48,8 @@ def decide_admit(
     the tree. Raises ``InvalidArgument`` for an unknown scope.
     """
     borrowed = admissible(tree, tree.path(workload.scope_id), requested(workload), capacity)
-    if borrowed is not None:
-        return WorkloadResult(workload.id, Decision.ADMITTED, borrowed=borrowed)
+    if borrowed is not None:  # most decisions: the result built through its slots
+        return new_result(workload.id, Decision.ADMITTED, (), borrowed, 0.0)
     check = check_admit(tree, workload, capacity)
     if not check.within_limits:
         return WorkloadResult(workload.id, Decision.DENIED, reasons=check.limit_reasons)

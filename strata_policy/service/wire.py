@@ -43,7 +43,7 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.model import Workload, new_workload
-from strata_policy.model.slots import setters
+from strata_policy.model.objects import WORKLOAD_SETTERS
 from strata_policy.quota.groups import TaggedWorkloads
 from strata_policy.service import convert
 
@@ -55,11 +55,6 @@ _new = object.__new__
 _HEAD = operator.itemgetter(slice(0, 4))  # a record piece's key, length, id key, id length
 _ID_BYTES = operator.itemgetter(slice(4, None))
 _drain: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend  # runs an iterator in C
-_SETTERS = setters(
-    Workload,
-    ("id", "scope_id", "request", "replicas", "priority", "preemptible", "node_selector",
-     "gpu_model", "spread_key", "queued_at_ms"),
-)  # fmt: skip
 Fields = tuple[Any, ...]  # a Workload's fields after the id, in order
 _tails: dict[bytes, Fields] = {}  # () for a tail that sets the id again
 _heads: dict[bytes, Fields] = {}  # the same for the heads of stamped tails, less queued_at_ms
@@ -267,8 +262,8 @@ def _workloads(ids: list[str], rows: list[Fields]) -> list[Workload]:
     if len(ids) < _BY_COLUMN:
         return [new_workload(i, *f) for i, f in zip(ids, rows, strict=True)]
     out: list[Workload] = list(map(_new, repeat(Workload, len(ids))))
-    _drain(map(_SETTERS[0], out, ids))
-    for setter, column in zip(_SETTERS[1:], zip(*rows, strict=True), strict=True):
+    _drain(map(WORKLOAD_SETTERS[0], out, ids))
+    for setter, column in zip(WORKLOAD_SETTERS[1:], zip(*rows, strict=True), strict=True):
         _drain(map(setter, out, column))
     return out
 

@@ -137,16 +137,12 @@ class ClusterState:
 
     # --- changing ------------------------------------------------------------------------
 
-    def add(self, rw: RunningWorkload, total: Resources | None = None) -> None:
-        """Admit (and, with placements, place) a workload: charge quota, allocate nodes.
-
-        ``total``, when the caller has worked it out, is the workload's ``total`` (zero entries
-        may be left out: they charge nothing).
-        """
+    def add(self, rw: RunningWorkload) -> None:
+        """Admit (and, with placements, place) a workload: charge quota, allocate nodes."""
         wid = rw.workload.id
         if wid in self.workloads:
             raise InvalidArgument.one("workload.id", f"workload {wid!r} is already admitted")
-        self.tree.charge(rw.workload.scope_id, rw.workload.total if total is None else total)
+        self.tree.charge(rw.workload.scope_id, rw.workload.total)
         if rw.placements:
             self._allocate(rw.workload.request, rw.placements)
         self._insert(rw)
