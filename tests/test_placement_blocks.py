@@ -322,9 +322,10 @@ def test_bounds_cover_every_fitting_node(
             ((s_hi, s_lo, s_offer, s_sums, lay.scap, lay.sinv), lay.sstart),
         ):
             bounds = np.empty(rows[0].shape[0], dtype=np.float64)
-            _bound_rows(code, 0, bounds.shape[0], *rows, m.inv_max_capacity,
-                        np.ones(bounds.shape[0], dtype=np.bool_), lay.perm, lay.bstart, level, req,
-                        wt, weight_sum, trusted, plain, factor, bounds)  # fmt: skip
+            everywhere = np.ones(bounds.shape[0], dtype=np.bool_)
+            _bound_rows(code, 0, bounds.shape[0], *rows, m.inv_max_capacity, everywhere,
+                        everywhere, lay.perm, lay.bstart, level, req, wt, weight_sum, trusted,
+                        plain, factor, bounds)  # fmt: skip
             out.append(bounds)
         twin = naive_from_matrix(m)
         w = twin._weights(wl, weights)

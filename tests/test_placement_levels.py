@@ -1,5 +1,6 @@
-"""The block search's static levels from cached parts (``static_masks.search_levels``): equal to
-the ``StaticMask``'s, and a first placement with a new selector answers like the general path."""
+"""The block search's static levels from cached parts (``static_masks.search_levels``): their
+``&`` equals the ``StaticMask``'s levels, and a first placement with a new selector answers like
+the general path."""
 
 from __future__ import annotations
 
@@ -81,15 +82,16 @@ def _workload(selector: dict[str, str], models: str, gpu_milli: int, cpu: float 
 def test_search_levels_equal_the_static_mask(
     ns: list[Node], selector: dict[str, str], models: str, gpu: int, block: int, sup: int
 ) -> None:
-    """search_levels gives the StaticMask's selected nodes and block and superblock levels."""
+    """search_levels gives the StaticMask's selected nodes, and its block and superblock levels
+    as two parts whose ``&`` they are."""
     with block_sizes(block, sup):
         m = NodeMatrix.from_nodes(ns)
         wl = _workload(selector, models, gpu)
-        selected, blocks, supers = search_levels(m, wl)
+        selected, blocks, supers, select_blocks, select_supers = search_levels(m, wl)
         static = static_mask(m, wl)
         assert selected.tolist() == static.selected.tolist()
-        assert blocks.tolist() == static.blocks.tolist()
-        assert supers.tolist() == static.supers.tolist()
+        assert (blocks & select_blocks).tolist() == static.blocks.tolist()
+        assert (supers & select_supers).tolist() == static.supers.tolist()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

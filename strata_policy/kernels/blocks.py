@@ -103,6 +103,8 @@ def _blocks_best(
     mask: np.ndarray,
     mask_blocks: np.ndarray,
     mask_supers: np.ndarray,
+    select_blocks: np.ndarray,
+    select_supers: np.ndarray,
     perm: np.ndarray,
     bstart: np.ndarray,
     sstart: np.ndarray,
@@ -127,8 +129,12 @@ def _blocks_best(
     bounds: np.ndarray,
 ) -> tuple[int, float]:
     """The best node for one replica under a resource policy (-1 when none fits) and its
-    score, by the search of the module docstring. ``bounds`` is scratch: a float64 per
-    superblock and per block."""
+    score, by the search of the module docstring. A block or superblock may hold a node that
+    passes ``mask`` when both its ``mask_*`` and its ``select_*`` entry say so: the static
+    mask's levels in two parts (the one-replica path passes its nodes' class levels and the
+    selector's, both cached, so that a new selector's first call combines nothing; the batch
+    passes its mask's levels twice). ``bounds`` is scratch: a float64 per superblock and per
+    block."""
     weight_sum, trusted, plain, factor = _weight_terms(wt)
     n_super = sstart.shape[0] - 1
     s_bound = bounds[:n_super]
@@ -136,8 +142,8 @@ def _blocks_best(
     blocks_only = bstart[:0]  # _bound_rows over blocks, not superblocks
     zero: int = np.int64(0)  # type: ignore[assignment]  # run-time int64 (config)
     top_s = _bound_rows(policy, zero, n_super, s_hi, s_lo, s_offer, s_sums, scap, sinv,
-                        inv_max_cap, mask_supers, perm, bstart, sstart, rq, wt, weight_sum,
-                        trusted, plain, factor, s_bound)  # fmt: skip
+                        inv_max_cap, mask_supers, select_supers, perm, bstart, sstart, rq, wt,
+                        weight_sum, trusted, plain, factor, s_bound)  # fmt: skip
     best = -1
     best_score = -np.inf
     if top_s < 0:
@@ -159,7 +165,7 @@ def _blocks_best(
             for b in range(first, first + count):
                 if best >= 0 and perm[bstart[b]] > best:
                     break
-                if mask_blocks[b] and _may_fit(b, hi, offer, rq):
+                if mask_blocks[b] and select_blocks[b] and _may_fit(b, hi, offer, rq):
                     before = best
                     best, best_score = _open_block(policy, b, free, capacity, inv_cap,
                                                    inv_max_cap, mask, node_offer, perm, bstart,
@@ -169,8 +175,8 @@ def _blocks_best(
                         break
             continue
         b_top = _bound_rows(policy, first, first + count, hi, lo, offer, sums, bcap, binv,
-                            inv_max_cap, mask_blocks, perm, bstart, blocks_only, rq, wt,
-                            weight_sum, trusted, plain, factor, b_bound)  # fmt: skip
+                            inv_max_cap, mask_blocks, select_blocks, perm, bstart, blocks_only,
+                            rq, wt, weight_sum, trusted, plain, factor, b_bound)  # fmt: skip
         if b_top < 0:
             continue
         for bstep in range(count + 1):
@@ -221,6 +227,8 @@ def _blocks_place(
     mask: np.ndarray,
     mask_blocks: np.ndarray,
     mask_supers: np.ndarray,
+    select_blocks: np.ndarray,
+    select_supers: np.ndarray,
     rq: np.ndarray,
     wt: np.ndarray,
     rows: np.ndarray,
@@ -228,13 +236,21 @@ def _blocks_place(
     n_rows: int,
     out_dev: np.ndarray,
     bounds: np.ndarray,
+    wt_row: np.ndarray,
 ) -> tuple[int, float, int]:
     """One replica, no spread: first the summaries of nodes ``rows[first:first + n_rows]``
     refreshed (all when ``n_rows < 0``, none when 0; one call where two would pay their
     dispatch twice), then ``_blocks_best`` and the chosen node's best-fit devices in ``out_dev``
     (-1 padded), as the batch kernel chooses them. Returns the node (-1: none fits), its score
     and the devices as a bit set (bit ``d`` for device ``d``; -1 when a node has more than 62
-    devices: read ``out_dev``). ``bounds`` is ``_blocks_best``'s scratch."""
+    devices: read ``out_dev``). ``bounds`` is ``_blocks_best``'s scratch. An empty ``wt``
+    weighs 1 every column the request asks for and 0 the others (``placement_inputs.
+    weight_rows`` without weights), written into ``wt_row`` (scratch, a float64 per column):
+    a first call of a shape then builds one array, not two."""
+    if wt.shape[0] == 0:
+        for c in range(rq.shape[0]):
+            wt_row[c] = 1.0 if rq[c] > 0 else 0.0
+        wt = wt_row
     if n_rows != 0:
         _refresh_blocks(free, gpu_free, inv_cap, inv_max_cap, perm, bstart, block_of, sstart,
                         super_of, hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums, node_offer,
@@ -242,9 +258,10 @@ def _blocks_place(
     none = perm[:0]
     zero: int = np.int64(0)  # type: ignore[assignment]  # run-time int64 (config)
     best, score = _blocks_best(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask,
-                               mask_blocks, mask_supers, perm, bstart, sstart, hi, lo, offer,
-                               sums, bcap, binv, s_hi, s_lo, s_offer, s_sums, scap, sinv,
-                               node_offer, rq, wt, none, none, zero, bounds)  # fmt: skip
+                               mask_blocks, mask_supers, select_blocks, select_supers, perm,
+                               bstart, sstart, hi, lo, offer, sums, bcap, binv, s_hi, s_lo,
+                               s_offer, s_sums, scap, sinv, node_offer, rq, wt, none, none, zero,
+                               bounds)  # fmt: skip
     out_dev[:] = -1
     bits = 0
     if best >= 0:

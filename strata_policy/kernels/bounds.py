@@ -267,6 +267,7 @@ def _bound_rows(
     inv: np.ndarray,
     inv_max_cap: np.ndarray,
     row_mask: np.ndarray,
+    row_select: np.ndarray,
     perm: np.ndarray,
     bstart: np.ndarray,
     sstart: np.ndarray,
@@ -279,15 +280,17 @@ def _bound_rows(
     out: np.ndarray,
 ) -> int:
     """Bounds of rows ``first:stop`` of one level into ``out``; the row with the largest bound
-    (the lowest first node on ties), -1 when none can fit. Rows are superblocks when ``sstart``
-    is given (their first block's first node leads them), else blocks. One function for both
-    levels, so that ``_bound`` is compiled once."""
+    (the lowest first node on ties), -1 when none can fit. A row is bounded when both
+    ``row_mask`` and ``row_select`` hold for it (a static mask's levels in two parts: its
+    nodes' class and the selector; ``kernels.blocks._blocks_best``), else it gets ``-inf``.
+    Rows are superblocks when ``sstart`` is given (their first block's first node leads them),
+    else blocks. One function for both levels, so that ``_bound`` is compiled once."""
     top = -np.inf
     top_row = -1
     top_node = -1
     for i in range(first, stop):
         u = -np.inf
-        if row_mask[i]:
+        if row_mask[i] and row_select[i]:
             u = _bound(policy, i, hi, lo, offer, sums, cap, inv, inv_max_cap, rq, wt, weight_sum,
                        trusted, plain, factor)  # fmt: skip
         out[i] = u

@@ -228,11 +228,12 @@ def _place_batch(
                     bsync = jlen
                 m = mask_id[w]
                 codes = spread[s] if s >= 0 else no_codes
+                levels, supers = mask_blocks[m], mask_supers[m]  # one part: passed twice
                 best, best_score = _blocks_best(policy, free, gpu_free, capacity, inv_cap,
-                                                inv_max_cap, mask, mask_blocks[m], mask_supers[m],
-                                                perm, bstart, sstart, hi, lo, offer, sums,
-                                                bcap, binv, s_hi, s_lo, s_offer, s_sums, scap,
-                                                sinv, node_offer, rq, wt,
+                                                inv_max_cap, mask, levels, supers, levels,
+                                                supers, perm, bstart, sstart, hi, lo, offer,
+                                                sums, bcap, binv, s_hi, s_lo, s_offer, s_sums,
+                                                scap, sinv, node_offer, rq, wt,
                                                 codes, used, r, bounds)  # fmt: skip
             for n in range(n_nodes if k < 0 and not use_blocks else 0):
                 if not mask[n]:

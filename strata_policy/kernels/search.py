@@ -46,10 +46,16 @@ SUPER_SIZE = 0  # blocks per superblock; 0: blocks_per_super(number of nodes)
 
 
 class BlockQuery:
-    """One request shape on a layout: policy code (0-5), request row, weight row, static mask,
-    per block and per superblock whether any of its nodes passes the mask, and how many GPU
-    devices one replica takes. Immutable by contract (``BlockIndex.query`` validates it once);
-    ``args`` are its arguments of the search kernel, in the kernel's order."""
+    """One request shape on a layout: policy code (0-5), request row, weight row (empty: 1 for
+    every column the request asks for), static mask, per block and per superblock whether any
+    of its nodes may pass the mask (in two parts, both of which must hold: ``mask_*`` and
+    ``select_*``), and how many GPU devices one replica takes. Immutable by contract;
+    ``args`` are its arguments of the search kernel, in the kernel's order.
+
+    The constructor checks nothing: ``BlockIndex.query`` is the validating way to make one.
+    Only code that builds every array itself with the dtypes and shapes ``query`` checks calls
+    it directly (``policy.placement_cache``: the first call of a shape would otherwise pay
+    about 1.5 µs for checks its own construction already guarantees)."""
 
     __slots__ = ("args", "devices", "layout")
 
@@ -62,10 +68,13 @@ class BlockQuery:
         mask: np.ndarray,
         mask_blocks: np.ndarray,
         mask_supers: np.ndarray,
+        select_blocks: np.ndarray,
+        select_supers: np.ndarray,
         devices: int,
     ) -> None:
         self.layout = layout
-        self.args = (policy, mask, mask_blocks, mask_supers, req, weights)
+        self.args = (policy, mask, mask_blocks, mask_supers, select_blocks, select_supers, req,
+                     weights)  # fmt: skip
         self.devices = devices
 
 
@@ -192,20 +201,27 @@ class BlockIndex:
         weights: np.ndarray,
         mask: np.ndarray,
         levels: tuple[np.ndarray, np.ndarray] | None = None,
+        select: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> BlockQuery:
-        """A validated request shape for ``place`` (policy: a resource policy, 0-5);
-        ``levels`` is ``layout.mask_levels(mask)`` when the caller has it already."""
+        """A validated request shape for ``place`` (policy: a resource policy, 0-5; ``weights``
+        a float64 per column, or empty for 1 on every column ``req`` asks for); ``levels`` is
+        ``layout.mask_levels(mask)`` when the caller has it already, or a part of it whose
+        ``&`` with ``select`` (block and superblock levels, too) is."""
         n, r = self._state[0].shape
         _check("req", req, _I64, (r,))
-        _check("weights", weights, _F64, (r,))
+        _check("weights", weights, _F64, (0,) if weights.shape == (0,) else (r,))
         _check("mask", mask, _BOOL, (n,))
         if not FIRST_FIT <= policy <= DOT_PRODUCT:
             raise ValueError(f"policy {policy}: expected a resource policy (0-5)")
         blocks, supers = self.layout.mask_levels(mask) if levels is None else levels
-        _check("mask blocks", blocks, _BOOL, (self.layout.bstart.shape[0] - 1,))
-        _check("mask superblocks", supers, _BOOL, (self.layout.sstart.shape[0] - 1,))
+        chosen, among = (blocks, supers) if select is None else select
+        nb, ns = self.layout.bstart.shape[0] - 1, self.layout.sstart.shape[0] - 1
+        _check("mask blocks", blocks, _BOOL, (nb,))
+        _check("mask superblocks", supers, _BOOL, (ns,))
+        _check("select blocks", chosen, _BOOL, (nb,))
+        _check("select superblocks", among, _BOOL, (ns,))
         g = req.item(2)
-        return BlockQuery(self.layout, policy, req, weights, mask, blocks, supers,
+        return BlockQuery(self.layout, policy, req, weights, mask, blocks, supers, chosen, among,
                           0 if g <= 0 else 1 if g < 1000 else g // 1000)  # fmt: skip
 
     def place(
@@ -231,7 +247,9 @@ class BlockIndex:
         caller that keys its own shared values by node and bit set."""
         if q.layout is not self.layout:
             raise ValueError("the query was made for another layout")
-        if rows is None:
+        if rows is _NONE:  # the common call: nothing to refresh
+            first = count = 0
+        elif rows is None:
             rows, first, count = _NONE, 0, -1
         else:
             if rows.dtype != _I64 or rows.ndim != 1:
@@ -240,14 +258,15 @@ class BlockIndex:
                 count = rows.shape[0] - first
             if not 0 <= first <= first + count <= rows.shape[0]:
                 raise ValueError("rows: first and count out of range")
-        scratch = self._scratch
         try:
-            dev, bounds = scratch.arrays
+            scratch = self._scratch.arrays
         except AttributeError:  # the first call on this thread
-            dev = np.empty(self._state[1].shape[1], dtype=np.int64)
-            bounds = np.empty(self._n_bounds, dtype=np.float64)
-            scratch.arrays = (dev, bounds)
-        args = (*self._place_args, *q.args, rows, first, count, dev, bounds)
+            scratch = self._scratch.arrays = (
+                np.empty(self._state[1].shape[1], dtype=np.int64),  # devices
+                np.empty(self._n_bounds, dtype=np.float64),  # bounds
+                np.empty(self._state[0].shape[1], dtype=np.float64),  # default weights
+            )
+        args = (*self._place_args, *q.args, rows, first, count, *scratch)
         fn = self._place_fn
         if fn is None:
             found: tuple[int, float, int] = _blocks_place(*args)

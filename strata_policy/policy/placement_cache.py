@@ -5,9 +5,10 @@
 every request shape and are kept up to date a block per committed replica: no call of a shape,
 first or later, pays for more than the summaries and the few blocks whose bound can beat the
 best node found. The per-shape inputs (request row, weights, static mask and its block levels,
-validated once) are cached on the matrix, keyed by the shape. An earlier design kept a score tree
-per shape and built it on the shape's second call: O(N), ~100 × a ``numpy.sum`` of the matrix
-for that one call, to save work the block search no longer has to do.
+built once in the dtypes and shapes the kernel takes) are cached on the matrix, keyed by the
+shape. An earlier design kept a score tree per shape and built it on the shape's second call:
+O(N), ~100 × a ``numpy.sum`` of the matrix for that one call, to save work the block search no
+longer has to do.
 
 **FRAGMENTATION_AWARE** keeps a score tree (``kernels.tree``) per shape (policy, request,
 selector, model, FGD mix) in ``matrix.trees``: its score depends on the typical shapes' cached
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 
 from strata_policy import kernels
 from strata_policy.model.objects import Placement, Workload
+from strata_policy.model.resources import GPU, MILLI_PER_GPU
 from strata_policy.policy import placement_inputs as inputs
 from strata_policy.policy.static_masks import search_levels, static_mask
 from strata_policy.state.nodes import NodeMatrix
@@ -78,7 +80,7 @@ def place_blocks(
     queries: dict[object, kernels.BlockQuery | None] = matrix.shared(_QUERIES, dict)
     query = queries.get(key, _ABSENT)
     if query is _ABSENT:
-        query = _block_query(matrix, matrix.block_index(), workload, policy, weights)
+        query = _block_query(matrix, workload, policy, weights)
         if len(queries) >= _MAX_QUERIES:
             queries.clear()
         queries[key] = query
@@ -116,22 +118,27 @@ def _chosen(
 
 def _block_query(
     matrix: NodeMatrix,
-    index: kernels.BlockIndex,
     workload: Workload,
     policy: int,
     weights: Mapping[str, float],
 ) -> kernels.BlockQuery | None:
-    req, row, missing = inputs.request_and_weights(matrix, workload.request, weights)
+    """The query of ``workload``'s shape, or None when it names a resource no node has.
+
+    Built with ``BlockQuery``'s constructor, which checks nothing: every array here is made
+    with the dtype and shape ``BlockIndex.query`` checks (``request_and_weights``' rows by
+    ``fromiter`` with the dtype and length; the levels are the matrix's layout's), and
+    ``policy`` is a resource policy's code. That check cost a first call of a shape about
+    1.5 µs (tests/test_block_query_inputs.py says both queries are equal)."""
+    request = workload.request
+    req, row, missing = inputs.request_and_weights(matrix, request, weights)
     if missing:
         return None
-    selected, blocks, supers = search_levels(matrix, workload)
-    return index.query(
-        policy=policy,
-        req=req,
-        weights=row,
-        mask=selected,  # schedulable and model are decided per block (StaticMask)
-        levels=(blocks, supers),
-    )
+    # schedulable and model are decided per block (StaticMask): ``selected`` is the selector's
+    selected, blocks, supers, chosen, among = search_levels(matrix, workload)
+    g = request.get(GPU, 0)
+    devices = 0 if g <= 0 else 1 if g < MILLI_PER_GPU else g // MILLI_PER_GPU
+    return kernels.BlockQuery(matrix.block_layout(), policy, req, row, selected, blocks, supers,
+                              chosen, among, devices)  # fmt: skip
 
 
 def place_cached(

@@ -72,21 +72,28 @@ def _missing(matrix: NodeMatrix, request: Mapping[str, int]) -> str:
     return min((n for n, a in request.items() if a > 0 and n not in col), default="")
 
 
+DEFAULT_WEIGHTS = np.zeros(0, dtype=np.float64)
+"""``request_and_weights``' weight row without weights: the block search then weighs 1 every
+column the request asks for (``kernels.blocks._blocks_place``), as ``weight_rows`` does. Shared
+by every query that has no weights: never written to."""
+
+
 def request_and_weights(
     matrix: NodeMatrix, request: Mapping[str, int], weights: Mapping[str, float]
 ) -> tuple[np.ndarray, np.ndarray, str]:
-    """``request_row`` and its ``weight_rows`` row, both from one list of amounts: a first
-    placement of a shape pays two small array constructions (``fromiter`` with the dtype, half
-    the cost of ``array`` with one) and no array arithmetic."""
+    """``request_row`` and the block search's weight row: ``weight_rows``' row when
+    ``weights`` is given, else ``DEFAULT_WEIGHTS`` (empty: the kernel derives that row from the
+    request). A first placement of a shape without weights pays one small array construction
+    (``fromiter`` with the dtype, half the cost of ``array`` with one) and no array
+    arithmetic."""
     names = matrix.resources
-    amounts = [request.get(r, 0) for r in names]
-    if weights:
-        row = [float(weights.get(r, 0.0)) for r in names]
-    else:
-        row = [1.0 if a > 0 else 0.0 for a in amounts]
-    req = np.fromiter(amounts, _I64, len(names))
+    n = len(names)
+    req = np.fromiter(map(request.get, names, (0,) * n), _I64, n)
     missing = "" if request.keys() <= matrix.resource_index.keys() else _missing(matrix, request)
-    return req, np.fromiter(row, _F64, len(names)), missing
+    if not weights:
+        return req, DEFAULT_WEIGHTS, missing
+    row = np.fromiter([float(weights.get(r, 0.0)) for r in names], _F64, n)
+    return req, row, missing
 
 
 def weight_rows(matrix: NodeMatrix, req: np.ndarray, weights: Mapping[str, float]) -> np.ndarray:

@@ -9,9 +9,10 @@ and device count (``NodeMatrix.block_layout``), and a label value's nodes are in
 is built on first use.
 
 The block search needs less than a ``StaticMask``: ``search_levels`` gives it a selector's
-block levels from cached parts (no reason counts), so a first placement with a new selector
-builds nothing per selector; the counts are only needed when nothing fits, and that path
-builds the ``StaticMask``.
+block levels as two cached parts, the nodes' classes' and the label value's (no reason counts,
+not even their ``&``: the kernel ands them), so a first placement with a new selector builds
+nothing per selector; the counts are only needed when nothing fits, and that path builds the
+``StaticMask``.
 """
 
 from __future__ import annotations
@@ -144,11 +145,11 @@ def _everyone(matrix: NodeMatrix) -> tuple[np.ndarray, np.ndarray]:
 
 def _class_levels(
     matrix: NodeMatrix, models: str, wants_gpu: bool
-) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Per block and per superblock whether its class of nodes passes schedulable and model,
-    and whether every one does (cached per models and wants-gpu on the matrix): the levels of
-    the ``StaticMask`` without a selector, from the same kernel with every node selected."""
-    cache: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray, bool]] = matrix.shared(
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per block and per superblock whether its class of nodes passes schedulable and model
+    (cached per models and wants-gpu on the matrix): the levels of the ``StaticMask`` without a
+    selector, from the same kernel with every node selected."""
+    cache: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = matrix.shared(
         "class-levels", dict
     )
     found = cache.get((models, wants_gpu))
@@ -161,36 +162,36 @@ def _class_levels(
         )  # fmt: skip
         if len(cache) >= _MAX_CACHED:
             cache.clear()
-        found = cache[(models, wants_gpu)] = (blocks, supers, bool(blocks.all()))
+        found = cache[(models, wants_gpu)] = (blocks, supers)
     return found
 
 
 def search_levels(
     matrix: NodeMatrix, workload: Workload
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What the block search reads of ``static_mask(matrix, workload)``: ``selected``,
-    ``blocks`` and ``supers``, equal to its arrays (do not write to them).
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What the block search reads of ``static_mask(matrix, workload)``: ``selected``, and its
+    ``blocks`` and ``supers`` in two parts, ``blocks == b1 & b2`` and ``supers == s1 & s2`` for
+    the returned ``selected, b1, s1, b2, s2`` (the kernel ands them as it reads them; do not
+    write to the arrays).
 
     A block passes when its class of nodes passes schedulable and model and it holds a selected
     node; a superblock, whose blocks are of one class, when its class passes and any of its
     blocks holds one. Without a selector, or with one label, both parts are cached (per models
-    and wants-gpu, and per label value with its index), so nothing is built per selector:
-    at most two ``&`` over the levels, none when every class passes. Several labels take the
-    cached ``StaticMask``."""
+    and wants-gpu, and per label value with its index), so nothing is built per selector, not
+    even their ``&``: a new selector's first call looks up two cached values. Without a
+    selector the class levels are both parts (``x & x == x``); several labels take the cached
+    ``StaticMask``'s levels, twice likewise."""
     labels = workload.node_selector
     if len(labels) > 1:
         found = static_mask(matrix, workload)
-        return found.selected, found.blocks, found.supers
-    blocks, supers, every = _class_levels(
-        matrix, workload.gpu_model, workload.request.get(GPU, 0) > 0
-    )
+        return found.selected, found.blocks, found.supers, found.blocks, found.supers
+    blocks, supers = _class_levels(matrix, workload.gpu_model, workload.request.get(GPU, 0) > 0)
     if not labels:
-        return matrix.shared("everyone", lambda: _everyone(matrix))[1], blocks, supers
+        selected = matrix.shared("everyone", lambda: _everyone(matrix))[1]
+        return selected, blocks, supers, blocks, supers
     ((key, value),) = labels.items()
     one = matrix.label_selection(key, value)
-    if every:
-        return one.selected, one.block_any, one.super_any
-    return one.selected, blocks & one.block_any, supers & one.super_any
+    return one.selected, blocks, supers, one.block_any, one.super_any
 
 
 def static_mask(matrix: NodeMatrix, workload: Workload) -> StaticMask:
