@@ -56,6 +56,7 @@ def _open_block(
     spread_codes: np.ndarray,
     used: np.ndarray,
     n_used: int,
+    bound: float,
     best: int,
     best_score: float,
 ) -> tuple[int, float]:
@@ -63,7 +64,13 @@ def _open_block(
 
     The GPU fits at device level iff the node's offer covers the request (``_gpu_offer``).
     ``spread_codes`` (empty: no spread) gives per node the code of its spread label value (-1:
-    absent); a node whose code is absent or among ``used[:n_used]`` does not fit."""
+    absent); a node whose code is absent or among ``used[:n_used]`` does not fit.
+
+    ``bound`` is the block's bound (``kernels.bounds``: at least the score of each of its nodes
+    that fits): once the best scores above it, or equal to it with an index no higher than the
+    node just scored, no later node of the block (higher indices) can replace it, and the rest
+    of the block is skipped. In a block of alike nodes, whose bound is their exact score, that
+    is after the first node that fits."""
     g = rq[GPU]
     for j in range(bstart[b], bstart[b + 1]):
         n = perm[j]
@@ -89,6 +96,8 @@ def _open_block(
             best_score = sc
         if policy == FIRST_FIT:
             break  # the block's later nodes have higher indices
+        if best_score > bound or (best_score == bound and best <= n):
+            break  # the block's later nodes score at most the bound and have higher indices
     return best, best_score
 
 
@@ -170,7 +179,8 @@ def _blocks_best(
                     best, best_score = _open_block(policy, b, free, capacity, inv_cap,
                                                    inv_max_cap, mask, node_offer, perm, bstart,
                                                    rq, wt, weight_sum, spread_codes, used,
-                                                   n_used, best, best_score)  # fmt: skip
+                                                   n_used, np.inf, best,
+                                                   best_score)  # fmt: skip
                     if best != before:
                         break
             continue
@@ -191,7 +201,7 @@ def _blocks_best(
                     continue
             best, best_score = _open_block(policy, b, free, capacity, inv_cap, inv_max_cap, mask,
                                            node_offer, perm, bstart, rq, wt, weight_sum,
-                                           spread_codes, used, n_used, best,
+                                           spread_codes, used, n_used, b_bound[b], best,
                                            best_score)  # fmt: skip
     if best < 0:
         return -1, 0.0
