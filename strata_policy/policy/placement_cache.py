@@ -76,7 +76,14 @@ def place_blocks(
 ) -> tuple[tuple[Placement, ...], float] | None:
     """The placement of one replica of ``workload`` under a resource policy and its score, or
     None when nothing fits (or the request names a resource no node has)."""
-    key = (policy, *_shape(workload), _weights_key(weights) if weights else ())
+    selector = workload.node_selector  # the key is (policy, *_shape(workload), weights), inlined
+    key = (
+        policy,
+        tuple(workload.request.items()),
+        tuple(selector.items()) if selector else (),
+        workload.gpu_model,
+        _weights_key(weights) if weights else (),
+    )
     queries: dict[object, kernels.BlockQuery | None] = matrix.shared(_QUERIES, dict)
     query = queries.get(key, _ABSENT)
     if query is _ABSENT:

@@ -31,6 +31,7 @@ _MAX_FRAG_CACHED = 8
 MAX_PLACEMENTS = 1 << 17
 _I64 = np.dtype(np.int64)
 _F64 = np.dtype(np.float64)
+_ZEROS = "zero-request"  # matrix.shared: 0 per resource column, in column order
 
 
 def placement_of(matrix: NodeMatrix, node: int, devices: tuple[int, ...]) -> Placement:
@@ -85,11 +86,19 @@ def request_and_weights(
     ``weights`` is given, else ``DEFAULT_WEIGHTS`` (empty: the kernel derives that row from the
     request). A first placement of a shape without weights pays one small array construction
     (``fromiter`` with the dtype, half the cost of ``array`` with one) and no array
-    arithmetic."""
+    arithmetic.
+
+    The amounts are the first values of ``{**zeros, **request}`` (``zeros``: 0 per column, in
+    column order): the request's amount or 0 per column, and the request's other names after
+    them, so that one C-level merge gives the row and whether any name has no column (the
+    merge is longer than the row), where a lookup per column and a key-set test cost twice
+    that."""
     names = matrix.resources
     n = len(names)
-    req = np.fromiter(map(request.get, names, (0,) * n), _I64, n)
-    missing = "" if request.keys() <= matrix.resource_index.keys() else _missing(matrix, request)
+    zeros: dict[str, int] = matrix.shared(_ZEROS, lambda: dict.fromkeys(names, 0))
+    amounts = {**zeros, **request}
+    req = np.fromiter(amounts.values(), _I64, n)
+    missing = "" if len(amounts) == n else _missing(matrix, request)
     if not weights:
         return req, DEFAULT_WEIGHTS, missing
     row = np.fromiter([float(weights.get(r, 0.0)) for r in names], _F64, n)
