@@ -145,24 +145,25 @@ def _everyone(matrix: NodeMatrix) -> tuple[np.ndarray, np.ndarray]:
 
 def _class_levels(
     matrix: NodeMatrix, models: str, wants_gpu: bool
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per block and per superblock whether its class of nodes passes schedulable and model
     (cached per models and wants-gpu on the matrix): the levels of the ``StaticMask`` without a
-    selector, from the same kernel with every node selected."""
-    cache: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = matrix.shared(
+    selector, from the same kernel with every node selected; and that selection (every node),
+    so that a call without a selector looks up one cached value."""
+    cache: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray, np.ndarray]] = matrix.shared(
         "class-levels", dict
     )
     found = cache.get((models, wants_gpu))
     if found is None:
         allowed, any_model = _model_allowed(matrix, models)
-        sizes = matrix.shared("everyone", lambda: _everyone(matrix))[0]
+        sizes, selected = matrix.shared("everyone", lambda: _everyone(matrix))
         blocks, supers, _ = matrix.block_layout().static_blocks(
             statics=matrix.block_statics(), hits=sizes, model_allowed=allowed,
             any_model=any_model, wants_gpu=wants_gpu,
         )  # fmt: skip
         if len(cache) >= _MAX_CACHED:
             cache.clear()
-        found = cache[(models, wants_gpu)] = (blocks, supers)
+        found = cache[(models, wants_gpu)] = (blocks, supers, selected)
     return found
 
 
@@ -185,10 +186,11 @@ def search_levels(
     if len(labels) > 1:
         found = static_mask(matrix, workload)
         return found.selected, found.blocks, found.supers, found.blocks, found.supers
-    blocks, supers = _class_levels(matrix, workload.gpu_model, workload.request.get(GPU, 0) > 0)
+    blocks, supers, everyone = _class_levels(
+        matrix, workload.gpu_model, workload.request.get(GPU, 0) > 0
+    )
     if not labels:
-        selected = matrix.shared("everyone", lambda: _everyone(matrix))[1]
-        return selected, blocks, supers, blocks, supers
+        return everyone, blocks, supers, blocks, supers
     ((key, value),) = labels.items()
     one = matrix.label_selection(key, value)
     return one.selected, blocks, supers, one.block_any, one.super_any
