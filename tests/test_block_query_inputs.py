@@ -103,9 +103,10 @@ def test_unchecked_query_equals_the_validating_one(
         fast = _block_query(m, wl, code, weights)
         assert fast is not None
         index = m.block_index()
-        policy_code, mask, blocks, supers, chosen, among, req, row = fast.args
+        policy_code, mask, blocks, supers, select_blocks, select_supers, req, row = fast.args
         checked = index.query(policy=policy_code, req=req, weights=row, mask=mask,
-                              levels=(blocks, supers), select=(chosen, among))  # fmt: skip
+                              levels=(blocks, supers),
+                              select=(select_blocks, select_supers))  # fmt: skip
         assert fast.layout is checked.layout is index.layout
         assert fast.devices == checked.devices
         assert fast.args[0] == checked.args[0] == code

@@ -214,15 +214,15 @@ class BlockIndex:
         if not FIRST_FIT <= policy <= DOT_PRODUCT:
             raise ValueError(f"policy {policy}: expected a resource policy (0-5)")
         blocks, supers = self.layout.mask_levels(mask) if levels is None else levels
-        chosen, among = (blocks, supers) if select is None else select
+        select_blocks, select_supers = (blocks, supers) if select is None else select
         nb, ns = self.layout.bstart.shape[0] - 1, self.layout.sstart.shape[0] - 1
         _check("mask blocks", blocks, _BOOL, (nb,))
         _check("mask superblocks", supers, _BOOL, (ns,))
-        _check("select blocks", chosen, _BOOL, (nb,))
-        _check("select superblocks", among, _BOOL, (ns,))
+        _check("select blocks", select_blocks, _BOOL, (nb,))
+        _check("select superblocks", select_supers, _BOOL, (ns,))
         g = req.item(2)
-        return BlockQuery(self.layout, policy, req, weights, mask, blocks, supers, chosen, among,
-                          0 if g <= 0 else 1 if g < 1000 else g // 1000)  # fmt: skip
+        return BlockQuery(self.layout, policy, req, weights, mask, blocks, supers, select_blocks,
+                          select_supers, 0 if g <= 0 else 1 if g < 1000 else g // 1000)  # fmt: skip
 
     def place(
         self, q: BlockQuery, rows: np.ndarray | None = _NONE, first: int = 0, count: int = -1

@@ -133,19 +133,21 @@ def _block_query(
 
     Built with ``BlockQuery``'s constructor, which checks nothing: every array here is made
     with the dtype and shape ``BlockIndex.query`` checks (``request_and_weights``' rows by
-    ``fromiter`` with the dtype and length; the levels are the matrix's layout's), and
-    ``policy`` is a resource policy's code. That check cost a first call of a shape about
-    1.5 µs (tests/test_block_query_inputs.py says both queries are equal)."""
+    ``fromiter`` with the dtype and length, or its shared empty weight row; the levels and the
+    selection are cached arrays of the matrix's layout), and ``policy`` is a resource policy's
+    code (``place_one`` sends no other here). The checks cost a first call of a shape about
+    1.5 µs; tests/test_block_query_inputs.py says the query passes them and places like the
+    validating one."""
     request = workload.request
     req, row, missing = inputs.request_and_weights(matrix, request, weights)
     if missing:
         return None
     # schedulable and model are decided per block (StaticMask): ``selected`` is the selector's
-    selected, blocks, supers, chosen, among = search_levels(matrix, workload)
+    selected, blocks, supers, select_blocks, select_supers = search_levels(matrix, workload)
     g = request.get(GPU, 0)
     devices = 0 if g <= 0 else 1 if g < MILLI_PER_GPU else g // MILLI_PER_GPU
     return kernels.BlockQuery(matrix.block_layout(), policy, req, row, selected, blocks, supers,
-                              chosen, among, devices)  # fmt: skip
+                              select_blocks, select_supers, devices)  # fmt: skip
 
 
 def place_cached(
