@@ -381,3 +381,44 @@ def test_layout_takes_the_adaptive_superblock_size() -> None:
     with block_sizes(search.BLOCK_SIZE, 0):
         m = NodeMatrix.from_nodes([node(f"n{i}") for i in range(2000)])  # one class, 63 blocks
         assert np.diff(m.block_layout().sstart).tolist() == [6] * 10 + [3]
+
+
+# Blocks of two nodes: block 1 (n2, n3) bounds above block 0 (n0, n1) and is opened first; with
+# these weights n2 scores what block 0's bound is, so block 0 is opened for the tie.
+TIE = [(0, 2, 0), (1, 2, 0), (2, 2, 0), (3, 0, 12), (4, 4, 0), (5, 4, 0), (6, 4, 0), (7, 4, 0)]
+
+
+@pytest.mark.parametrize("policy", RESOURCE_POLICIES)
+@pytest.mark.parametrize(
+    ("takes", "weights", "placed_on"),
+    [
+        pytest.param([], {}, "n0", id="alike nodes: the best block's first node, the rest skipped"),
+        pytest.param([(0, 8, 0)], {}, "n1", id="the best block's first node does not fit"),
+        pytest.param([(0, 2, 0)], {}, "n1", id="a better node after the first that fits"),
+        pytest.param(
+            TIE, {"cpu": 1.0, "memory": 2.0}, "n0",
+            id="a tie in a lower block opened after a higher one: the lowest index wins",
+        ),
+        pytest.param(
+            [(0, 3, 0), *TIE[1:]], {"cpu": 1.0, "memory": 2.0}, "n1",
+            id="that tie after a node of the block that scores less: still the lowest index",
+        ),
+    ],
+)  # fmt: skip
+def test_opened_block_stops_at_its_bound(
+    policy: Policy, takes: list[tuple[int, int, int]], weights: dict[str, float], placed_on: str
+) -> None:
+    """An opened block stops once its best reaches the block's bound, and the answer is still
+    the twin's (highest score, lowest index), whichever block was opened first (the node named
+    is LEAST_ALLOCATED's)."""
+    with block_sizes(2, 2):
+        m = NodeMatrix.from_nodes([node(f"n{i}", cpu=8, memory_gi=16) for i in range(8)])
+        for n, cpu, mem in takes:
+            _take(m, n, workload("t", "s", cpu=cpu, memory_gi=mem))
+        wl = workload("w", "s", cpu=1, memory_gi=1)
+        want = naive_from_matrix(m).place(wl, policy, weights)
+        got = place_one(m, wl, PlacementOptions(policy=policy, resource_weights=weights))
+        assert got.placements == want.placements
+        assert got.score == want.score
+        if policy is Policy.LEAST_ALLOCATED:
+            assert [p.node_id for p in got.placements] == [placed_on]
