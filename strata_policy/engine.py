@@ -31,6 +31,7 @@ from strata_policy.errors import ClusterNotFound, GenerationConflict, InvalidArg
 from strata_policy.model import (
     BatchResult,
     ClusterInfo,
+    ColumnarBatch,
     Decision,
     Order,
     ReclaimResult,
@@ -69,8 +70,11 @@ class Journal(Protocol):
 class DecisionObserver(Protocol):
     """Counts decisions (``service.metrics.Metrics`` implements it)."""
 
-    def observe_results(self, method: str, results: Sequence[WorkloadResult]) -> None:
-        """One Admit or Place batch's results."""
+    def observe_results(
+        self, method: str, results: Sequence[WorkloadResult], placed: int = 0
+    ) -> None:
+        """One Admit or Place batch's results: ``results``, and ``placed`` more that are
+        PLACED without reasons (held in columns, ``model.columns``)."""
 
     def observe_reclaim(self, result: ReclaimResult) -> None:
         """One Reclaim's answer."""
@@ -266,6 +270,36 @@ class Engine:
         now_ms: int = 0,
     ) -> BatchResult:
         """Admit-and-place inline workloads, and place admitted ones by id (DESIGN §3)."""
+        return self.place_columnar(
+            cluster_id,
+            workloads,
+            workload_ids,
+            order=order,
+            options=options,
+            dry_run=dry_run,
+            expected_generation=expected_generation,
+            request_id=request_id,
+            now_ms=now_ms,
+        ).batch_result()
+
+    def place_columnar(
+        self,
+        cluster_id: str,
+        workloads: Sequence[Workload] = (),
+        workload_ids: Sequence[str] = (),
+        *,
+        order: Order = Order.FIFO,
+        options: PlacementOptions | None = None,
+        dry_run: bool = False,
+        expected_generation: int = 0,
+        request_id: str = "",
+        now_ms: int = 0,
+    ) -> ColumnarBatch:
+        """``place``, its results as the batch lane makes them (``model.columns``): for a
+        caller that writes them out rather than reading values (the Place RPC), the
+        ``WorkloadResult`` of each workload placed through the lane is never built.
+        ``place`` is this call's ``batch_result()``; a retried ``request_id`` is answered
+        the same either way."""
         self.limits.check_batch(len(workloads) + len(workload_ids), _replicas(workloads))
         opts = options or PlacementOptions()
         _check_options(opts)
@@ -280,7 +314,9 @@ class Engine:
             ),
         )
         if self.observer is not None:
-            self.observer.observe_results("Place", result.results)
+            self.observer.observe_results(
+                "Place", result.held_as_values(), placed=result.placed_in_columns()
+            )
         return result
 
     def release(

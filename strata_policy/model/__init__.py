@@ -1,5 +1,6 @@
 """Value types: resources, nodes, scopes, workloads, decisions. Pure Python, no I/O."""
 
+from strata_policy.model.columns import ColumnarBatch, PlacedColumns
 from strata_policy.model.decisions import (
     BatchResult,
     ClusterInfo,
@@ -31,9 +32,11 @@ __all__ = [
     "HOSTNAME_KEY",
     "BatchResult",
     "ClusterInfo",
+    "ColumnarBatch",
     "Decision",
     "Node",
     "Order",
+    "PlacedColumns",
     "Placement",
     "Policy",
     "Reason",

@@ -21,13 +21,13 @@ from typing import Any
 
 from strata_policy.model import (
     Decision,
+    PlacedColumns,
     Placement,
     RunningWorkload,
     Workload,
     WorkloadResult,
     new_result,
 )
-from strata_policy.model.decisions import RESULT_SETTERS
 from strata_policy.model.resources import Resources
 from strata_policy.model.slots import setters
 
@@ -38,9 +38,6 @@ _drain: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend  # runs an iter
 _P_NODE, _P_DEVICES = setters(Placement, ("node_id", "gpu_devices"))
 _R_WORKLOAD, _R_PLACEMENTS, _R_AT = setters(
     RunningWorkload, ("workload", "placements", "admitted_at_ms")
-)
-_W_ID, _W_DECISION, _W_PLACEMENTS, _W_REASONS, _W_BORROWED, _W_VICTIMS, _W_SCORE, _W_TEXT = (
-    RESULT_SETTERS
 )
 _PLACED = Decision.PLACED
 
@@ -98,14 +95,5 @@ def placed_results(
     borrowed: Sequence[Resources],
     scores: Sequence[float],
 ) -> list[WorkloadResult]:
-    """``placed_result`` for each row of the columns, by column."""
-    out: list[WorkloadResult] = list(map(_new, repeat(WorkloadResult, len(workload_ids))))
-    _drain(map(_W_ID, out, workload_ids))
-    _drain(map(_W_DECISION, out, repeat(_PLACED)))
-    _drain(map(_W_PLACEMENTS, out, placements))
-    _drain(map(_W_REASONS, out, repeat(())))
-    _drain(map(_W_BORROWED, out, borrowed))
-    _drain(map(_W_VICTIMS, out, repeat(())))
-    _drain(map(_W_SCORE, out, scores))
-    _drain(map(_W_TEXT, out, repeat("")))
-    return out
+    """``placed_result`` for each row of the columns, by column (``PlacedColumns.results``)."""
+    return PlacedColumns(workload_ids, placements, borrowed, scores).results()

@@ -38,7 +38,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from strata_policy.model import ClusterInfo, ReclaimResult, WorkloadResult
+from strata_policy.model import ClusterInfo, Decision, ReclaimResult, WorkloadResult
 
 log = structlog.get_logger("strata.metrics")
 
@@ -196,12 +196,19 @@ class Metrics:
         self._child(self.rpcs, method, code).inc()
         self._child(self.latency, method).observe(seconds)
 
-    def observe_results(self, method: str, results: Sequence[WorkloadResult]) -> None:
-        """Count the outcome of every workload of an Admit or Place batch.
+    def observe_results(
+        self, method: str, results: Sequence[WorkloadResult], placed: int = 0
+    ) -> None:
+        """Count the outcome of every workload of an Admit or Place batch: ``results`` and
+        ``placed`` more PLACED ones without reasons (a batch's results held in columns).
 
         Counted locally first, then one ``inc`` per label set: a 10,000-workload batch has a
         handful of distinct outcomes (a one-workload batch skips the local count).
         """
+        if placed:
+            self.decisions.inc((method, Decision.PLACED._value_, ""), placed)
+        if not results:
+            return
         if len(results) == 1:
             r = results[0]
             reason = r.reasons[0].code if r.reasons else ""

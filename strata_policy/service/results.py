@@ -21,9 +21,12 @@ the map it parsed (its own entry order), found once per distinct amounts and cac
 
 from __future__ import annotations
 
+import operator
 import struct
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
+from operator import is_
 from typing import TYPE_CHECKING, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -31,6 +34,7 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy import model
+from strata_policy.model.resources import Resources
 from strata_policy.service.convert import DECISION_CODES as _CODES
 from strata_policy.service.convert import fill_result
 
@@ -80,10 +84,18 @@ _DECISIONS = {
     value: _tag(pb.WorkloadResult, "decision") + _varint(code) for value, code in _CODES.items()
 }  # keyed by the enum's value, as DECISION_CODES is
 _ENTRY_KEY, _ENTRY_VALUE = _varint(1 << 3 | _LENGTH), _varint(2 << 3 | _VARINT)
+_PLACED = _DECISIONS[model.Decision.PLACED._value_]
+_ID_HEADS = [_ID + _SMALL[n] for n in range(128)]  # an id's key and one-byte length
+_id_head = _ID_HEADS.__getitem__
+_pack_score = struct.Struct(f"<{len(_SCORE)}sd").pack  # the score's key and value
+_add = operator.add
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+_MISSING: tuple[object, bytes] = (None, b"")
 _placements: dict[tuple[str, tuple[int, ...]], bytes] = {}
 _placement_tuples: dict[int, tuple[tuple[model.Placement, ...], bytes]] = {}  # by id: the tuple
 _borrowed: dict[tuple[tuple[str, int], ...], bytes] = {}
 _borrowed_out: dict[tuple[tuple[str, int], ...], bytes] = {}
+_placed_by_id: dict[int, tuple[object, bytes]] = {}  # by id: the tuple, PLACED + placements
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,14 +114,35 @@ def encoded_data(response: EncodedResponse) -> bytes:
 
 def response_bytes(generation: int, decisions: Iterable[model.WorkloadResult]) -> bytes:
     """The bytes of ``PlaceResponse(generation=generation)`` (or the same AdmitResponse) with
-    ``add_results(response, decisions)``, as ``SerializeToString`` writes them.
+    ``add_results(response, decisions)``, as ``SerializeToString`` writes them."""
+    parts = [_GENERATION, _varint(generation)] if generation else []
+    _write_results(parts, decisions)
+    return b"".join(parts)
+
+
+def columnar_bytes(batch: model.ColumnarBatch) -> bytes:
+    """``response_bytes(batch.generation, batch.batch_result().results)``, read from the
+    batch's parts: a ``PlacedColumns`` run is written from its columns (``_write_columns``),
+    no ``WorkloadResult`` built."""
+    generation = batch.generation
+    parts = [_GENERATION, _varint(generation)] if generation else []
+    for part in batch.parts:
+        if isinstance(part, model.PlacedColumns):
+            if not _write_columns(parts, part):
+                _write_results(parts, part.results())
+        else:
+            _write_results(parts, part)
+    return b"".join(parts)
+
+
+def _write_results(parts: list[bytes], decisions: Iterable[model.WorkloadResult]) -> None:
+    """Append each result's key, length and bytes to ``parts``.
 
     Results come in runs with equal borrowed amounts (a batch's workloads ask alike), so the
     previous result's fragment is tried before the cache: first by the mapping's identity
     (values are immutable, so a mapping shared by results reads the same), then by its items.
     A result's placements are found by the identity of their tuple (``_placements_fragment``).
     """
-    parts = [_GENERATION, _varint(generation)] if generation else []
     small = _SMALL
     by_tuple = _placement_tuples
     last_mapping: object = None
@@ -136,10 +169,7 @@ def response_bytes(generation: int, decisions: Iterable[model.WorkloadResult]) -
                     amounts = tuple(borrowed.items())
                     if amounts != last_amounts:
                         last_amounts = amounts
-                        found = _borrowed_out.get(amounts)
-                        if found is None:
-                            found = _cached(_borrowed_out, amounts, _borrowed_as_written(amounts))
-                        last_borrowed = found
+                        last_borrowed = _borrowed_fragment(amounts)
                 pieces.append(last_borrowed)
             if r.score:
                 pieces += (_SCORE, _pack_double(r.score))
@@ -149,7 +179,114 @@ def response_bytes(generation: int, decisions: Iterable[model.WorkloadResult]) -
             body = b"".join(pieces)
         n = len(body)
         parts += (_RESULTS, small[n] if n < 128 else _varint(n), body)
-    return b"".join(parts)
+
+
+def _write_columns(parts: list[bytes], run: model.PlacedColumns) -> bool:
+    """Append the bytes ``_write_results`` writes for ``run.results()``, read from the columns;
+    False (nothing appended) for a run this writer leaves to that one: scores some zero and
+    some not, or an id empty or of 128 bytes or more.
+
+    Every result of a run is the same five pieces — its key and length, the id's key and
+    length, the id, the decision and placements, the borrowed amounts — and its score, so
+    each piece is a column made by C-level passes (a fragment found by the identity of the
+    run's shared placement tuples and borrowed mappings, a length by adding columns, a head
+    from a table of lengths), and the run is one join: no Python step per result.
+    """
+    scores = run.scores
+    scored = all(scores)
+    if not scored and any(scores):
+        return False
+    wids = list(map(str.encode, run.ids))
+    if not wids:
+        return True
+    id_lengths = list(map(len, wids))
+    if min(id_lengths) == 0 or max(id_lengths) >= 128:
+        return False
+    held = _placed_fragments(run.placements)
+    lent = _borrowed_fragments(run.borrowed)
+    score = len(_SCORE) + 8 if scored else 0
+    if isinstance(lent, bytes):  # one mapping for the whole run: its length is a constant
+        heads = _heads(len(_ID_HEADS[1]) + len(lent) + score)
+        sizes = map(_add, id_lengths, map(len, held))
+        lent_column: Iterable[bytes] = repeat(lent, len(wids))
+    else:
+        heads = _heads(len(_ID_HEADS[1]) + score)
+        sizes = map(_add, map(_add, id_lengths, map(len, held)), map(len, lent))
+        lent_column = lent
+    columns = [map(heads.__getitem__, sizes), map(_id_head, id_lengths), wids, held, lent_column]
+    if scored:
+        columns.append(map(_pack_score, repeat(_SCORE), scores))
+    parts.append(b"".join(chain.from_iterable(zip(*columns, strict=True))))
+    return True
+
+
+def _placed_fragments(placements: Sequence[tuple[model.Placement, ...]]) -> list[bytes]:
+    """Each tuple's PLACED decision and placements (``_DECISIONS`` and
+    ``_placements_fragment``), found by the tuple's identity (the entry holds the tuple, so its
+    ``id`` is not reused while cached) in C-level passes; tuples not cached yet are added."""
+    entries = list(map(_placed_by_id.get, map(id, placements), repeat(_MISSING)))
+    if not all(map(is_, map(_FIRST, entries), placements)):
+        if len(_placed_by_id) + len(placements) > _MAX_CACHED:
+            _placed_by_id.clear()
+        entries = []
+        for held in placements:
+            entry = _placed_by_id.get(id(held), _MISSING)
+            if entry[0] is not held:
+                entry = _placed_by_id[id(held)] = (held, _PLACED + _placements_fragment(held))
+            entries.append(entry)
+    return list(map(_SECOND, entries))
+
+
+def _borrowed_fragments(mappings: Sequence[Resources]) -> list[bytes] | bytes:
+    """Each mapping's fragment (``_borrowed_fragment``), worked out once per distinct mapping
+    of the run (a group's workloads share one; all are alive, so ids are distinct); the one
+    fragment when every row holds the same mapping (the commonest run)."""
+    first = mappings[0]
+    if all(map(is_, mappings, repeat(first))):
+        return _borrowed_fragment(tuple(first.items())) if first else b""
+    ids = list(map(id, mappings))
+    table = {
+        key: _borrowed_fragment(tuple(m.items())) if m else b""
+        for key, m in dict(zip(ids, mappings, strict=True)).items()
+    }
+    return list(map(table.__getitem__, ids))
+
+
+def _borrowed_fragment(amounts: tuple[tuple[str, int], ...]) -> bytes:
+    """The borrowed map's entries as protobuf writes them, cached by their items."""
+    found = _borrowed_out.get(amounts)
+    if found is None:
+        found = _cached(_borrowed_out, amounts, _borrowed_as_written(amounts))
+    return found
+
+
+class _Heads(dict[int, bytes]):
+    """A result's key and the varint of its length, by ``size``, the length of the parts of
+    the result a run does not hold constant: the length is ``size + extra``. Caches up to
+    16 Ki sizes."""
+
+    def __init__(self, extra: int) -> None:
+        super().__init__()
+        self.extra = extra
+
+    def __missing__(self, size: int) -> bytes:
+        head = _RESULTS + _varint(size + self.extra)
+        if size < 1 << 14:
+            self[size] = head
+        return head
+
+
+_heads_by_extra: dict[int, _Heads] = {}
+
+
+def _heads(extra: int) -> _Heads:
+    """The heads table for ``extra`` (a few: one per borrowed fragment's length, and score)."""
+    found = _heads_by_extra.get(extra)
+    if found is None:
+        if len(_heads_by_extra) >= 256:
+            _heads_by_extra.clear()
+        found = _heads_by_extra[extra] = _Heads(extra)
+    return found
 
 
 def add_results(

@@ -18,11 +18,12 @@ from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 
 from strata_policy.engine import Engine
 from strata_policy.errors import InternalError, StrataError
-from strata_policy.model import BatchResult, Order, Workload
+from strata_policy.model import BatchResult, ColumnarBatch, Order, Workload
 from strata_policy.service import convert as c
 from strata_policy.service.results import (
     EncodedResponse,
     add_results,
+    columnar_bytes,
     encoded_data,
     response_bytes,
 )
@@ -145,7 +146,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
 
     @_errors_to_status
     def Place(self, request: svc.PlaceRequest, context: grpc.ServicerContext) -> svc.PlaceResponse:
-        batch = self._place(request, c.workloads_from_proto(request.workloads))
+        batch = self._place(request, c.workloads_from_proto(request.workloads)).batch_result()
         response = svc.PlaceResponse(generation=batch.generation)
         add_results(response, batch.results)
         return response
@@ -155,14 +156,16 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
         self, request: DecodedPlace, context: grpc.ServicerContext
     ) -> EncodedResponse:
         """Place as the server registers it (``add_to_server``): the request read from its bytes
-        by ``wire.decode_place``, the answer written as bytes by ``results.response_bytes``;
-        the same answer, byte for byte, as ``Place``."""
+        by ``wire.decode_place``, the answer written as bytes from the engine's columns by
+        ``results.columnar_bytes``; the same answer, byte for byte, as ``Place``."""
         batch = self._place(request.message, request.workloads)
-        return EncodedResponse(batch.generation, response_bytes(batch.generation, batch.results))
+        return EncodedResponse(batch.generation, columnar_bytes(batch))
 
-    def _place(self, request: svc.PlaceRequest, workloads: list[Workload]) -> BatchResult:
+    def _place(self, request: svc.PlaceRequest, workloads: list[Workload]) -> ColumnarBatch:
+        """The engine's answer in columns (``Engine.place_columnar``): the response is written
+        from them, the message path's results are its ``batch_result()``."""
         fragmentation = request.fragmentation if request.HasField("fragmentation") else None
-        return self.engine.place(
+        return self.engine.place_columnar(
             request.cluster_id,
             workloads,
             request.workload_ids[:],  # a list; see convert.workloads_from_proto

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sized
 
 from strata_policy.errors import ClusterNotFound, SizeLimitExceeded
 
@@ -80,10 +81,12 @@ class Store:
 
     def remember(self, cluster_id: str, method: str, request_id: str, answer: object) -> None:
         """Remember an answer for retries, oldest forgotten first, bounded both in entries and in
-        results held (a batch answer weighs its number of results)."""
+        results held (a batch answer weighs its number of results: its ``results``, or its
+        own ``len`` for one that has it, ``model.ColumnarBatch``)."""
         if not request_id:
             return
-        weight = max(len(getattr(answer, "results", ())), 1)
+        held = answer if isinstance(answer, Sized) else getattr(answer, "results", ())
+        weight = max(len(held), 1)
         with self._guard:
             old = self._answers.pop((cluster_id, method, request_id), None)
             self._weight -= old[1] if old is not None else 0

@@ -15,6 +15,7 @@ from dataclasses import replace
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import (
     BatchResult,
+    ColumnarBatch,
     Decision,
     Order,
     Reason,
@@ -69,8 +70,10 @@ def place(
     order: Order,
     options: PlacementOptions,
     now_ms: int,
-) -> Callable[[int], BatchResult]:
-    """Place admitted workloads by id, and admit-and-place inline ones, in the batch order."""
+) -> Callable[[int], ColumnarBatch]:
+    """Place admitted workloads by id, and admit-and-place inline ones, in the batch order
+    (the answer's ``batch_result()`` is the ``BatchResult``; the batch lane's runs placed in
+    full stay in columns)."""
     if not _tagged_plainly_valid(state, workloads):
         check_new_workloads(state, workloads, "workloads")
     check_ids(workload_ids, "workload_ids")
@@ -87,8 +90,8 @@ def place(
     admitted = len(known)
     options = _with_mix(state, options)
     if not known and order is not Order.FAIR and len(workloads) >= FAST_PATH_MIN:
-        fast = fast_place.admit_and_place(state, workloads, order, options, now_ms)
-        return lambda generation: BatchResult(generation, tuple(fast))
+        parts = tuple(fast_place.admit_and_place(state, workloads, order, options, now_ms))
+        return lambda generation: ColumnarBatch(generation, parts)
     results: list[WorkloadResult] = []
     for i in batch_order(state.tree, batch, order, state.capacity):
         w = batch[i]
@@ -96,7 +99,7 @@ def place(
             results.append(_place_admitted(state, w, options))
         else:
             results.append(_admit_and_place(state, w, options, now_ms))
-    return lambda generation: BatchResult(generation, tuple(results))
+    return lambda generation: ColumnarBatch(generation, (tuple(results),))
 
 
 def _tagged_plainly_valid(state: ClusterState, workloads: Sequence[Workload]) -> bool:

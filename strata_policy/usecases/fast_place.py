@@ -28,7 +28,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from itertools import compress
 
-from strata_policy.model import Decision, Order, RunningWorkload, Workload, WorkloadResult
+from strata_policy.model import (
+    Decision,
+    Order,
+    PlacedColumns,
+    RunningWorkload,
+    Workload,
+    WorkloadResult,
+)
+from strata_policy.model.columns import Part
 from strata_policy.policy import values
 from strata_policy.policy.placement import PlacementOptions, place_batch, place_columns
 from strata_policy.quota import RunAdmitted, admit_all, batch_order, decide_admit
@@ -46,15 +54,17 @@ def admit_and_place(
     order: Order,
     options: PlacementOptions,
     now_ms: int,
-) -> list[WorkloadResult]:
+) -> list[Part]:
     """The results of admitting and placing ``workloads`` one by one in ``order`` (FIFO or
-    PRIORITY: orders fixed before any decision), committed to ``state``.
+    PRIORITY: orders fixed before any decision), committed to ``state``, in order as parts
+    (``model.columns``): a run placed in full is one ``PlacedColumns``, no values built.
 
     A ``TaggedWorkloads`` batch has each run grouped by its tags (``group_tagged``), the same
     groups ``group`` finds from the fields."""
     tags = workloads.tags if isinstance(workloads, TaggedWorkloads) else None
     ordered = list(batch_order(state.tree, workloads, order, state.capacity))
-    results: list[WorkloadResult] = []
+    parts: list[Part] = []
+    results: list[WorkloadResult] = []  # values since the last part
     pos, chunk, lane = 0, FAST_PATH_MIN, FAST_PATH_MAX
     while pos < len(ordered):
         window = ordered[pos : pos + lane]
@@ -64,7 +74,12 @@ def admit_and_place(
         )
         admitted = admit_all(state.tree, run, state.capacity, groups)
         if admitted is not None:
-            _place_admitted_run(state, run, groups, admitted, options, now_ms, results)
+            columns = _place_admitted_run(state, run, groups, admitted, options, now_ms, results)
+            if columns is not None:
+                if results:
+                    parts.append(tuple(results))
+                    results.clear()
+                parts.append(columns)
             pos += len(run)
             lane = min(lane * 2, FAST_PATH_MAX)
         elif len(run) > FAST_PATH_MIN:
@@ -75,7 +90,9 @@ def admit_and_place(
             )
             pos += done
             chunk = FAST_PATH_MIN if redone else min(chunk * 2, FAST_PATH_MAX)
-    return results
+    if results:
+        parts.append(tuple(results))
+    return parts
 
 
 def _place_admitted_run(
@@ -86,14 +103,16 @@ def _place_admitted_run(
     options: PlacementOptions,
     now_ms: int,
     results: list[WorkloadResult],
-) -> None:
+) -> PlacedColumns | None:
     """Place a run the quota lane admitted in full; commit the placed ones, report the rest
     UNPLACED (they hold nothing, as when placed one by one).
 
     The kernel's columns are committed as they are: placed workloads' values are built column
     by column through their slots (``policy.values``) and their replicas allocated from the
     kernel's arrays (``PlacedBatch.rows``); only an unplaced workload gets a
-    ``PlacementOutcome``, for its reasons."""
+    ``PlacementOutcome``, for its reasons. A run placed in full is answered as its columns
+    (returned; no ``WorkloadResult`` built); otherwise every result is appended to
+    ``results`` and None is returned."""
     batch = place_columns(state.matrix, run, options, groups)
     chosen = batch.placements
     placed = list(map(bool, chosen))
@@ -106,29 +125,30 @@ def _place_admitted_run(
         scores = list(compress(batch.scores, placed))
         taken = list(compress(chosen, placed))
     rws = values.running_many(done, taken, now_ms)
-    answers = values.placed_results(list(map(_ID, done)), taken, lent, scores)
+    columns = PlacedColumns(list(map(_ID, done)), taken, lent, scores)
     charges = admitted.totals
-    if len(answers) == len(run):
-        results.extend(answers)
-    else:
-        charges = {sid: dict(amounts) for sid, amounts in charges.items()}
-        next_placed = iter(answers).__next__
-        for i, w in enumerate(run):
-            if placed[i]:
-                results.append(next_placed())
-                continue
-            _uncharge(charges, w)
-            outcome = batch.outcome(i)
-            results.append(
-                WorkloadResult(
-                    w.id,
-                    Decision.UNPLACED,
-                    reasons=outcome.reasons,
-                    borrowed=admitted.borrowed[i],
-                    explanation=outcome.explanation,
-                )
+    if len(done) == len(run):
+        state.add_many(rws, charges, batch.rows)
+        return columns
+    charges = {sid: dict(amounts) for sid, amounts in charges.items()}
+    next_placed = iter(columns.results()).__next__
+    for i, w in enumerate(run):
+        if placed[i]:
+            results.append(next_placed())
+            continue
+        _uncharge(charges, w)
+        outcome = batch.outcome(i)
+        results.append(
+            WorkloadResult(
+                w.id,
+                Decision.UNPLACED,
+                reasons=outcome.reasons,
+                borrowed=admitted.borrowed[i],
+                explanation=outcome.explanation,
             )
+        )
     state.add_many(rws, charges, batch.rows)
+    return None
 
 
 def _uncharge(charges: dict[str, dict[str, int]], w: Workload) -> None:
