@@ -236,3 +236,22 @@ def test_runs_of_one_tail_read_alike(
         workloads.append(w)
     request = svc.PlaceRequest(cluster_id="c", workloads=workloads, request_id=request_id)
     assert_reads_alike(request.SerializeToString())
+
+
+@settings(max_examples=100)
+@given(
+    base=workload_messages,
+    stamps=st.lists(st.integers(0, 2**63 - 1), min_size=8, max_size=40),
+    same=st.booleans(),
+)
+def test_batches_of_one_tag_read_alike(base: pb.Workload, stamps: list[int], same: bool) -> None:
+    """A batch whose workloads all share one tag (one tail, or one head with stamps of their
+    own: ``wire._workloads`` repeats the tag's fields) reads as protobuf reads it."""
+    workloads = []
+    for i, stamp in enumerate(stamps):
+        w = pb.Workload()
+        w.CopyFrom(base)
+        w.id = f"w{i}"
+        w.queued_at_ms = stamps[0] if same else stamp
+        workloads.append(w)
+    assert_reads_alike(svc.PlaceRequest(cluster_id="c", workloads=workloads).SerializeToString())

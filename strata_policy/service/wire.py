@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import repeat
+from operator import is_
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -54,6 +55,7 @@ _BY_COLUMN = 8  # rows from which values are built by column
 _new = object.__new__
 _HEAD = operator.itemgetter(slice(0, 4))  # a record piece's key, length, id key, id length
 _ID_BYTES = operator.itemgetter(slice(4, None))
+_LAST = operator.itemgetter(-1)  # a row's queued_at_ms
 _drain: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend  # runs an iterator in C
 Fields = tuple[Any, ...]  # a Workload's fields after the id, in order
 _tails: dict[bytes, Fields] = {}  # () for a tail that sets the id again
@@ -96,7 +98,7 @@ def decode_place(raw: bytes) -> DecodedPlace:
         if read is not None:
             ids, rows, tags, rest = read
             message = svc.PlaceRequest.FromString(rest)
-            return DecodedPlace(message, TaggedWorkloads(_workloads(ids, rows), tags))
+            return DecodedPlace(message, TaggedWorkloads(_workloads(ids, rows, tags), tags))
     except (DecodeError, UnicodeDecodeError, IndexError):
         pass  # possibly malformed: protobuf decides, below
     message = svc.PlaceRequest.FromString(raw)
@@ -256,13 +258,27 @@ def _heads_of(length: int, tail: int) -> bytes | None:
     return bytes((_WORKLOADS_KEY, record, 0x0A, length - 4))
 
 
-def _workloads(ids: list[str], rows: list[Fields]) -> list[Workload]:
+def _workloads(ids: list[str], rows: list[Fields], tags: list[object]) -> list[Workload]:
     """``Workload(id, *fields)`` for each row, built column by column through the slots (one
-    by one for a few rows, where ten passes would cost more than they save)."""
-    if len(ids) < _BY_COLUMN:
+    by one for a few rows, where ten passes would cost more than they save).
+
+    Rows of one tag (the commonest batch) hold the tag's very objects in every field but
+    ``queued_at_ms`` (``_read``), so those columns are the first row's values repeated: no
+    transposing of the rows (a Python-level step per row and field)."""
+    n = len(ids)
+    if n < _BY_COLUMN:
         return [new_workload(i, *f) for i, f in zip(ids, rows, strict=True)]
-    out: list[Workload] = list(map(_new, repeat(Workload, len(ids))))
+    out: list[Workload] = list(map(_new, repeat(Workload, n)))
     _drain(map(WORKLOAD_SETTERS[0], out, ids))
+    first = rows[0]
+    if all(map(is_, tags, repeat(tags[0]))):
+        for setter, value in zip(WORKLOAD_SETTERS[1:-1], first[:-1], strict=True):
+            _drain(map(setter, out, repeat(value, n)))
+        one_row = all(map(is_, rows, repeat(first)))
+        _drain(
+            map(WORKLOAD_SETTERS[-1], out, repeat(first[-1], n) if one_row else map(_LAST, rows))
+        )
+        return out
     for setter, column in zip(WORKLOAD_SETTERS[1:], zip(*rows, strict=True), strict=True):
         _drain(map(setter, out, column))
     return out
