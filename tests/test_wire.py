@@ -245,8 +245,8 @@ def test_runs_of_one_tail_read_alike(
     same=st.booleans(),
 )
 def test_batches_of_one_tag_read_alike(base: pb.Workload, stamps: list[int], same: bool) -> None:
-    """A batch whose workloads all share one tag (one tail, or one head with stamps of their
-    own: ``wire._workloads`` repeats the tag's fields) reads as protobuf reads it."""
+    """A batch of workloads alike but for id, and for their stamps or not, reads as protobuf
+    reads it: one tail is one tag (``wire._workloads`` repeats its fields), stamps a head's."""
     workloads = []
     for i, stamp in enumerate(stamps):
         w = pb.Workload()
