@@ -4,6 +4,7 @@ and ``results.columnar_bytes`` writes them as ``response_bytes`` writes those va
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -28,6 +29,7 @@ from strata_policy.model import (
 from strata_policy.model.columns import Part
 from strata_policy.model.resources import Resources
 from strata_policy.policy.placement import PlacementOptions
+from strata_policy.service import results
 from strata_policy.service.metrics import Metrics
 from strata_policy.service.results import add_results, columnar_bytes, response_bytes
 from strata_policy.testing import node
@@ -224,3 +226,14 @@ def test_place_columnar_equals_place(
         again = columnar.place_columnar("c", batch, **kwargs)  # type: ignore[arg-type]
         assert again.batch_result() == want
     assert plain.snapshot("c") == columnar.snapshot("c")
+
+
+def test_full_tables_are_emptied_and_refilled() -> None:
+    """Past the tables' bound the fragments are worked out again: the same bytes."""
+    held = [(Placement(f"n{i}", (i,)),) for i in range(12)]
+    batch = ColumnarBatch(
+        1, (PlacedColumns([f"w{i}" for i in range(12)], held, [LENT] * 12, [1.0] * 12),)
+    )
+    with mock.patch.object(results, "_MAX_CACHED", 5):
+        for _ in range(3):
+            assert columnar_bytes(batch) == _expected(batch)

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import operator
 import struct
+import threading
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import is_
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from google.protobuf.descriptor import FieldDescriptor
 from strata.policy.v1 import policy_service_pb2 as svc
@@ -89,13 +90,13 @@ _ID_HEADS = [_ID + _SMALL[n] for n in range(128)]  # an id's key and one-byte le
 _id_head = _ID_HEADS.__getitem__
 _pack_score = struct.Struct(f"<{len(_SCORE)}sd").pack  # the score's key and value
 _add = operator.add
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
-_MISSING: tuple[object, bytes] = (None, b"")
 _placements: dict[tuple[str, tuple[int, ...]], bytes] = {}
 _placement_tuples: dict[int, tuple[tuple[model.Placement, ...], bytes]] = {}  # by id: the tuple
 _borrowed: dict[tuple[tuple[str, int], ...], bytes] = {}
 _borrowed_out: dict[tuple[tuple[str, int], ...], bytes] = {}
-_placed_by_id: dict[int, tuple[object, bytes]] = {}  # by id: the tuple, PLACED + placements
+_held: dict[int, object] = {}  # by id: the placement tuples _middles_by_lent has fragments of
+_middles_by_lent: dict[bytes, dict[int, bytes]] = {}  # by borrowed fragment, by tuple id
+_middles_lock = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,11 +187,12 @@ def _write_columns(parts: list[bytes], run: model.PlacedColumns) -> bool:
     False (nothing appended) for a run this writer leaves to that one: scores some zero and
     some not, or an id empty or of 128 bytes or more.
 
-    Every result of a run is the same five pieces — its key and length, the id's key and
-    length, the id, the decision and placements, the borrowed amounts — and its score, so
-    each piece is a column made by C-level passes (a fragment found by the identity of the
-    run's shared placement tuples and borrowed mappings, a length by adding columns, a head
-    from a table of lengths), and the run is one join: no Python step per result.
+    Every result of a run is the same pieces — its key and length, the id's key and length,
+    the id, its middle (the decision and placements, then the borrowed amounts, one fragment
+    when the run shares one mapping) — and its score, so each piece is a column made by
+    C-level passes (a middle found by the identity of the run's shared placement tuples and
+    borrowed mappings, a length by adding columns, a head from a table of lengths), and the
+    run is one join: no Python step per result.
     """
     scores = run.scores
     scored = all(scores)
@@ -202,39 +204,49 @@ def _write_columns(parts: list[bytes], run: model.PlacedColumns) -> bool:
     id_lengths = list(map(len, wids))
     if min(id_lengths) == 0 or max(id_lengths) >= 128:
         return False
-    held = _placed_fragments(run.placements)
     lent = _borrowed_fragments(run.borrowed)
     score = len(_SCORE) + 8 if scored else 0
-    if isinstance(lent, bytes):  # one mapping for the whole run: its length is a constant
-        heads = _heads(len(_ID_HEADS[1]) + len(lent) + score)
-        sizes = map(_add, id_lengths, map(len, held))
-        lent_column: Iterable[bytes] = repeat(lent, len(wids))
-    else:
+    if isinstance(lent, bytes):  # one mapping for the whole run: a suffix of every middle
+        middles = _middles(run.placements, lent)
         heads = _heads(len(_ID_HEADS[1]) + score)
-        sizes = map(_add, map(_add, id_lengths, map(len, held)), map(len, lent))
-        lent_column = lent
-    columns = [map(heads.__getitem__, sizes), map(_id_head, id_lengths), wids, held, lent_column]
+        sizes = map(_add, id_lengths, map(len, middles))
+        columns = [map(heads.__getitem__, sizes), map(_id_head, id_lengths), wids, middles]
+    else:
+        middles = _middles(run.placements, b"")
+        heads = _heads(len(_ID_HEADS[1]) + score)
+        sizes = map(_add, map(_add, id_lengths, map(len, middles)), map(len, lent))
+        columns = [map(heads.__getitem__, sizes), map(_id_head, id_lengths), wids, middles, lent]
     if scored:
         columns.append(map(_pack_score, repeat(_SCORE), scores))
     parts.append(b"".join(chain.from_iterable(zip(*columns, strict=True))))
     return True
 
 
-def _placed_fragments(placements: Sequence[tuple[model.Placement, ...]]) -> list[bytes]:
-    """Each tuple's PLACED decision and placements (``_DECISIONS`` and
-    ``_placements_fragment``), found by the tuple's identity (the entry holds the tuple, so its
-    ``id`` is not reused while cached) in C-level passes; tuples not cached yet are added."""
-    entries = list(map(_placed_by_id.get, map(id, placements), repeat(_MISSING)))
-    if not all(map(is_, map(_FIRST, entries), placements)):
-        if len(_placed_by_id) + len(placements) > _MAX_CACHED:
-            _placed_by_id.clear()
-        entries = []
+def _middles(placements: Sequence[tuple[model.Placement, ...]], lent: bytes) -> list[bytes]:
+    """Each tuple's PLACED decision and placements (``_placements_fragment``) followed by
+    ``lent``, found by the tuple's ``id`` in C-level passes; tuples not cached yet are added.
+
+    An ``id`` found in a table is the tuple's own: the tuple cached under it is kept alive by
+    ``_held`` (written before, and emptied after, the tables), so no other object has that
+    ``id`` meanwhile, and the caller holds its own tuple. Writes take ``_middles_lock``."""
+    table = _middles_by_lent.get(lent)
+    found = list(map(table.get, map(id, placements))) if table is not None else []
+    if found and all(found):  # a fragment is never empty: it starts with the decision
+        return cast(list[bytes], found)  # all() found no None
+    with _middles_lock:
+        if len(_held) + len(placements) > _MAX_CACHED or len(_middles_by_lent) >= 64:
+            _middles_by_lent.clear()
+            _held.clear()
+        table = _middles_by_lent.setdefault(lent, {})
+        out = []
         for held in placements:
-            entry = _placed_by_id.get(id(held), _MISSING)
-            if entry[0] is not held:
-                entry = _placed_by_id[id(held)] = (held, _PLACED + _placements_fragment(held))
-            entries.append(entry)
-    return list(map(_SECOND, entries))
+            key = id(held)
+            middle = table.get(key)
+            if middle is None:
+                _held[key] = held
+                middle = table[key] = _PLACED + _placements_fragment(held) + lent
+            out.append(middle)
+    return out
 
 
 def _borrowed_fragments(mappings: Sequence[Resources]) -> list[bytes] | bytes:
