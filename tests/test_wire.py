@@ -255,3 +255,19 @@ def test_batches_of_one_tag_read_alike(base: pb.Workload, stamps: list[int], sam
         w.queued_at_ms = stamps[0] if same else stamp
         workloads.append(w)
     assert_reads_alike(svc.PlaceRequest(cluster_id="c", workloads=workloads).SerializeToString())
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        pytest.param(["w0", "w\x001", "w2", "w3"], id="an id holding NUL"),
+        pytest.param(["w0", "é", "\u2603", "w3"], id="ids not ascii"),
+        pytest.param(["w0", "", "w2", ""], id="empty ids"),
+    ],
+)
+def test_run_ids_read_alike(ids: list[str]) -> None:
+    """A run's ids, joined and split or read one by one, are protobuf's."""
+    raw = svc.PlaceRequest(
+        workloads=[pb.Workload(id=i, scope_id="org", request={"gpu": 1000}) for i in ids]
+    ).SerializeToString()
+    assert_reads_alike(raw)

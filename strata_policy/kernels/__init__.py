@@ -23,6 +23,7 @@ from strata_policy.kernels.fit import (
     RANDOM,
 )
 from strata_policy.kernels.frag import FGD_PAPER, FGD_REFINED, FGD_UNTRUNCATED
+from strata_policy.kernels.records import scan_records
 from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery, device_set
 
 __all__ = [
@@ -46,5 +47,6 @@ __all__ = [
     "device_set",
     "place_batch_arrays",
     "refresh_frag_rows",
+    "scan_records",
     "warmup",
 ]

@@ -39,10 +39,13 @@ from itertools import repeat
 from operator import is_
 from typing import Any
 
+import numpy as np
 from google.protobuf.message import DecodeError
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
+from strata_policy.kernels import scan_records
+from strata_policy.kernels.records import SEPARATOR
 from strata_policy.model import Workload, new_workload
 from strata_policy.model.objects import WORKLOAD_SETTERS
 from strata_policy.quota.groups import TaggedWorkloads
@@ -53,9 +56,8 @@ _MAX_TAILS = 4096  # cached tails (and heads); a table is emptied when full
 _MAX_TAIL_BYTES = 1024  # longer tails are not cached (a typical one is under 100 bytes)
 _BY_COLUMN = 8  # rows from which values are built by column
 _new = object.__new__
-_HEAD = operator.itemgetter(slice(0, 4))  # a record piece's key, length, id key, id length
-_ID_BYTES = operator.itemgetter(slice(4, None))
 _LAST = operator.itemgetter(-1)  # a row's queued_at_ms
+_SEPARATOR = chr(SEPARATOR)
 _drain: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend  # runs an iterator in C
 Fields = tuple[Any, ...]  # a Workload's fields after the id, in order
 _tails: dict[bytes, Fields] = {}  # () for a tail that sets the id again
@@ -222,40 +224,30 @@ def _run(
     """Read the workloads from ``pos`` on that repeat the cached ``tail`` (``known``), all at
     once; returns the position after the last one read (``pos`` if none).
 
-    A batch's workloads mostly share one tail, so ``raw[pos:]`` split on it gives the records'
-    heads — key, one-byte length, the id's key and length, the id — followed by what comes after
-    them. A piece is a record exactly when its head is the one its length implies
-    (``_heads_of``): then it and the tail after it are one workload, which ends where the next
-    piece begins. Pieces are checked per distinct (length, head) pair, with C-level passes for
-    the rest; reading stops at the first piece that is not a record (an id holding the tail's
-    bytes, another tail, the request's other fields), and the record-by-record loop goes on
-    from there.
+    A batch's workloads mostly share one tail, so the records that follow — key, one-byte
+    length, the id's key and one-byte length, the id, the tail — are found by a kernel
+    (``kernels.scan_records``: the checks the record-by-record loop makes, on each record in
+    turn), which also joins their ids with a NUL between two, so that they are decoded and
+    split apart by one call each (a UTF-8 text is valid exactly when its pieces between NULs
+    are); they are sliced and decoded one by one when an id holds a NUL itself. Reading stops
+    at the first bytes that are not such a record (another tail, a longer id, the request's
+    other fields), and the record-by-record loop goes on from there.
     """
-    if not tail:
-        return pos  # nothing to split on
-    pieces = raw[pos:].split(tail)
-    pieces.pop()  # what follows the last tail: never a record followed by the tail
-    if not pieces:
-        return pos
-    lengths = list(map(len, pieces))
-    heads = list(map(_HEAD, pieces))
-    bad = {k for k in set(zip(lengths, heads, strict=True)) if _heads_of(k[0], len(tail)) != k[1]}
-    if bad:
-        first_bad = next(i for i, k in enumerate(zip(lengths, heads, strict=True)) if k in bad)
-        del pieces[first_bad:], lengths[first_bad:]
-    ids.extend(map(bytes.decode, map(_ID_BYTES, pieces)))
-    rows.extend(repeat(known, len(pieces)))
-    tags.extend(repeat(known, len(pieces)))
-    return pos + sum(lengths) + len(tail) * len(pieces)
-
-
-def _heads_of(length: int, tail: int) -> bytes | None:
-    """The head a record piece of ``length`` bytes has before a tail of ``tail`` bytes (a
-    record's length and the id's fit one byte each), or None where no record has one."""
-    record = length - 2 + tail  # the record's bytes after its key and length
-    if length < 4 or record >= 0x80:
-        return None
-    return bytes((_WORKLOADS_KEY, record, 0x0A, length - 4))
+    if pos >= len(raw):
+        return pos  # nothing follows (or the last record ran past the end: protobuf decides)
+    found = scan_records(
+        np.frombuffer(raw, dtype=np.uint8), pos, len(raw), np.frombuffer(tail, dtype=np.uint8)
+    )
+    count = len(found.starts)
+    if count:
+        read = found.joined.tobytes().decode().split(_SEPARATOR)
+        if len(read) != count:  # an id holds the separator: each sliced and decoded
+            spans = map(slice, found.starts.tolist(), found.stops.tolist())
+            read = list(map(bytes.decode, map(raw.__getitem__, spans)))
+        ids.extend(read)
+        rows.extend(repeat(known, count))
+        tags.extend(repeat(known, count))
+    return found.after
 
 
 def _workloads(ids: list[str], rows: list[Fields], tags: list[object]) -> list[Workload]:

@@ -1,0 +1,96 @@
+"""``kernels.scan_records`` reads the records a record-by-record reader reads (its naive twin),
+and its wrapper refuses arrays and positions it does not take."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strata_policy.kernels import scan_records
+from strata_policy.kernels.records import SEPARATOR
+
+
+def naive_scan(raw: bytes, pos: int, end: int, tail: bytes) -> tuple[list[bytes], int]:
+    """The ids of the records ``0x12 L 0x0A n id tail`` (one-byte ``L = 2 + n + len(tail)``)
+    read one by one from ``pos``, and where reading stopped."""
+    ids = []
+    while pos + 4 <= end:
+        key, size, id_key, n = raw[pos : pos + 4]
+        stop = pos + 2 + size
+        if (key, id_key) != (0x12, 0x0A) or size >= 0x80 or size != 2 + n + len(tail):
+            break
+        if stop > end or raw[stop - len(tail) : stop] != tail:
+            break
+        ids.append(raw[pos + 4 : stop - len(tail)])
+        pos = stop
+    return ids, pos
+
+
+def _u8(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+def _record(wid: bytes, tail: bytes) -> bytes:
+    return bytes((0x12, 2 + len(wid) + len(tail), 0x0A, len(wid))) + wid + tail
+
+
+def _check(raw: bytes, pos: int, end: int, tail: bytes) -> None:
+    found = scan_records(_u8(raw), pos, end, _u8(tail))
+    ids, after = naive_scan(raw, pos, end, tail)
+    assert found.after == after
+    assert [raw[a:b] for a, b in zip(found.starts, found.stops, strict=True)] == ids
+    assert found.joined.tobytes() == bytes((SEPARATOR,)).join(ids)
+
+
+@pytest.mark.parametrize(
+    ("raw", "tail"),
+    [
+        pytest.param(b"", b"t", id="nothing"),
+        pytest.param(_record(b"w1", b"t") * 3, b"t", id="three records"),
+        pytest.param(_record(b"", b"tt") + _record(b"w", b"tt"), b"tt", id="an empty id"),
+        pytest.param(_record(b"w1", b"") * 2, b"", id="no tail"),
+        pytest.param(_record(b"w1", b"t") + _record(b"w2", b"u"), b"t", id="another tail"),
+        pytest.param(_record(b"w1", b"t")[:-1], b"t", id="cut short"),
+        pytest.param(_record(b"x" * 120, b"tail1234"), b"tail1234", id="length of 0x80"),
+        pytest.param(_record(b"w\x00t", b"t") * 2, b"t", id="an id holding NUL and the tail"),
+    ],
+)
+def test_scan_cases(raw: bytes, tail: bytes) -> None:
+    """Records read until the first bytes that are not one."""
+    _check(raw, 0, len(raw), tail)
+
+
+@settings(max_examples=300)
+@given(
+    ids=st.lists(st.binary(max_size=12), max_size=12),
+    tail=st.binary(max_size=10),
+    junk=st.binary(max_size=6),
+    data=st.data(),
+)
+def test_scan_equals_the_naive_reader(
+    ids: list[bytes], tail: bytes, junk: bytes, data: st.DataObject
+) -> None:
+    """Any run of records, bytes inserted anywhere, any window: the twin's ids and stop."""
+    raw = bytearray(b"".join(_record(i, tail) for i in ids))
+    where = data.draw(st.integers(0, len(raw)))
+    raw[where:where] = junk
+    end = data.draw(st.integers(0, len(raw)))
+    pos = data.draw(st.integers(0, end))
+    _check(bytes(raw), pos, end, tail)
+
+
+@pytest.mark.parametrize(
+    ("raw", "pos", "end", "tail"),
+    [
+        pytest.param(np.zeros(4, dtype=np.int64), 0, 4, _u8(b"t"), id="raw not bytes"),
+        pytest.param(_u8(b"abcd"), 0, 4, np.zeros(1, dtype=np.int8), id="tail not bytes"),
+        pytest.param(_u8(b"abcd"), 3, 2, _u8(b"t"), id="start after the end"),
+        pytest.param(_u8(b"abcd"), 0, 5, _u8(b"t"), id="end past the bytes"),
+    ],
+)
+def test_scan_refuses(raw: np.ndarray, pos: int, end: int, tail: np.ndarray) -> None:
+    """Arrays of another type and positions outside the bytes are refused."""
+    with pytest.raises(ValueError, match=r"expected a C-contiguous uint8 row|outside"):
+        scan_records(raw, pos, end, tail)
