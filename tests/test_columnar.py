@@ -64,6 +64,8 @@ def _expected(batch: ColumnarBatch) -> bytes:
         pytest.param(ColumnarBatch(7, (_run(["a", ""], [1.0, 1.0]),)), id="an empty id"),
         pytest.param(ColumnarBatch(7, (_run(["a", "x" * 128], [1.0, 1.0]),)), id="a long id"),
         pytest.param(ColumnarBatch(7, (_run(["é", "ü"], [math.inf, 1.0]),)), id="not ascii"),
+        pytest.param(ColumnarBatch(7, (_run(["a\x00", "b"], [1.0, 1.0]),)), id="an id with NUL"),
+        pytest.param(ColumnarBatch(7, (_run(["a", "b"], [math.nan, -1.0]),)), id="nan"),
         pytest.param(
             ColumnarBatch(7, (_run(["a", "b"], [1.0, 1.0], [{}, {"gpu": 1}]),)),
             id="mappings differ",

@@ -15,7 +15,7 @@ import numpy as np
 from strata_policy.kernels.fit import DOT_PRODUCT
 from strata_policy.kernels.frag import FGD_REFINED, FGD_UNTRUNCATED, _frag_rows
 from strata_policy.kernels.place import _place_batch
-from strata_policy.kernels.records import scan_records
+from strata_policy.kernels.records import scan_records, write_records
 from strata_policy.kernels.search import BlockIndex, BlockLayout
 from strata_policy.kernels.tree import _tree_place
 
@@ -334,6 +334,8 @@ def warmup() -> None:
     """Compile (or load from the cache) every kernel by running each policy on tiny inputs."""
     record = np.array([0x12, 3, 0x0A, 0, 7], dtype=np.uint8)
     scan_records(record, 0, 5, record[4:])
+    ends = np.array([1], dtype=np.int64)
+    write_records(b"\x0a", b"\x0a", b"w", b"\x20", ends, b"\x39", np.ones(1))
     free = np.array([[4000, 1 << 30, 2000], [8000, 1 << 30, 1000]], dtype=np.int64)
     gpu_free = np.array([[1000, 1000], [1000, -1]], dtype=np.int64)
     t_gpu = np.array([500, 1000], dtype=np.int64)

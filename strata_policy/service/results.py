@@ -26,15 +26,18 @@ import struct
 import threading
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import repeat
 from operator import is_
 from typing import TYPE_CHECKING, TypeVar, cast
 
+import numpy as np
 from google.protobuf.descriptor import FieldDescriptor
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy import model
+from strata_policy.kernels import write_records
+from strata_policy.kernels.records import SEPARATOR
 from strata_policy.model.resources import Resources
 from strata_policy.service.convert import DECISION_CODES as _CODES
 from strata_policy.service.convert import fill_result
@@ -86,9 +89,8 @@ _DECISIONS = {
 }  # keyed by the enum's value, as DECISION_CODES is
 _ENTRY_KEY, _ENTRY_VALUE = _varint(1 << 3 | _LENGTH), _varint(2 << 3 | _VARINT)
 _PLACED = _DECISIONS[model.Decision.PLACED._value_]
-_ID_HEADS = [_ID + _SMALL[n] for n in range(128)]  # an id's key and one-byte length
-_id_head = _ID_HEADS.__getitem__
-_pack_score = struct.Struct(f"<{len(_SCORE)}sd").pack  # the score's key and value
+_NUL = chr(SEPARATOR)
+_NO_SCORES = np.zeros(0, dtype=np.float64)
 _add = operator.add
 _placements: dict[tuple[str, tuple[int, ...]], bytes] = {}
 _placement_tuples: dict[int, tuple[tuple[model.Placement, ...], bytes]] = {}  # by id: the tuple
@@ -185,40 +187,33 @@ def _write_results(parts: list[bytes], decisions: Iterable[model.WorkloadResult]
 def _write_columns(parts: list[bytes], run: model.PlacedColumns) -> bool:
     """Append the bytes ``_write_results`` writes for ``run.results()``, read from the columns;
     False (nothing appended) for a run this writer leaves to that one: scores some zero and
-    some not, or an id empty or of 128 bytes or more.
+    some not, or an id holding a NUL.
 
-    Every result of a run is the same pieces — its key and length, the id's key and length,
-    the id, its middle (the decision and placements, then the borrowed amounts, one fragment
-    when the run shares one mapping) — and its score, so each piece is a column made by
-    C-level passes (a middle found by the identity of the run's shared placement tuples and
-    borrowed mappings, a length by adding columns, a head from a table of lengths), and the
-    run is one join: no Python step per result.
+    Every result of a run is its id, its middle (the decision and placements, then the
+    borrowed amounts) and its score, with keys and lengths around them: the middles are found
+    by the identity of the run's shared placement tuples and borrowed mappings in C-level
+    passes, and ``kernels.write_records`` writes the rest, no Python step per result.
     """
     scores = run.scores
     scored = all(scores)
     if not scored and any(scores):
         return False
-    wids = list(map(str.encode, run.ids))
-    if not wids:
+    count = len(run.ids)
+    if not count:
         return True
-    id_lengths = list(map(len, wids))
-    if min(id_lengths) == 0 or max(id_lengths) >= 128:
+    ids = _NUL.join(run.ids)
+    if ids.count(_NUL) != count - 1:
         return False
     lent = _borrowed_fragments(run.borrowed)
-    score = len(_SCORE) + 8 if scored else 0
     if isinstance(lent, bytes):  # one mapping for the whole run: a suffix of every middle
         middles = _middles(run.placements, lent)
-        heads = _heads(len(_ID_HEADS[1]) + score)
-        sizes = map(_add, id_lengths, map(len, middles))
-        columns = [map(heads.__getitem__, sizes), map(_id_head, id_lengths), wids, middles]
     else:
-        middles = _middles(run.placements, b"")
-        heads = _heads(len(_ID_HEADS[1]) + score)
-        sizes = map(_add, map(_add, id_lengths, map(len, middles)), map(len, lent))
-        columns = [map(heads.__getitem__, sizes), map(_id_head, id_lengths), wids, middles, lent]
-    if scored:
-        columns.append(map(_pack_score, repeat(_SCORE), scores))
-    parts.append(b"".join(chain.from_iterable(zip(*columns, strict=True))))
+        middles = list(map(_add, _middles(run.placements, b""), lent))
+    ends = np.fromiter(map(len, middles), dtype=np.int64, count=count).cumsum()
+    values = np.array(scores, dtype=np.float64) if scored else _NO_SCORES
+    parts.append(
+        write_records(_RESULTS, _ID, ids.encode(), b"".join(middles), ends, _SCORE, values)
+    )
     return True
 
 
@@ -269,35 +264,6 @@ def _borrowed_fragment(amounts: tuple[tuple[str, int], ...]) -> bytes:
     found = _borrowed_out.get(amounts)
     if found is None:
         found = _cached(_borrowed_out, amounts, _borrowed_as_written(amounts))
-    return found
-
-
-class _Heads(dict[int, bytes]):
-    """A result's key and the varint of its length, by ``size``, the length of the parts of
-    the result a run does not hold constant: the length is ``size + extra``. Caches up to
-    16 Ki sizes."""
-
-    def __init__(self, extra: int) -> None:
-        super().__init__()
-        self.extra = extra
-
-    def __missing__(self, size: int) -> bytes:
-        head = _RESULTS + _varint(size + self.extra)
-        if size < 1 << 14:
-            self[size] = head
-        return head
-
-
-_heads_by_extra: dict[int, _Heads] = {}
-
-
-def _heads(extra: int) -> _Heads:
-    """The heads table for ``extra`` (a few: one per borrowed fragment's length, and score)."""
-    found = _heads_by_extra.get(extra)
-    if found is None:
-        if len(_heads_by_extra) >= 256:
-            _heads_by_extra.clear()
-        found = _heads_by_extra[extra] = _Heads(extra)
     return found
 
 
