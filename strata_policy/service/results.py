@@ -16,7 +16,11 @@ The Place RPC's server handler goes one step further (``response_bytes``): it wr
 response's bytes, the ones gRPC would serialize from the message ``add_results`` fills, so
 nothing is parsed into a message only to be serialized again. A result with reasons or victims
 is the one message it builds and serializes; borrowed amounts are written as protobuf writes
-the map it parsed (its own entry order), found once per distinct amounts and cached.
+the map it parsed (its own entry order), found once per distinct amounts and cached. And it
+writes the engine's answer as the engine made it (``columnar_bytes`` of a
+``model.ColumnarBatch``): a run of PLACED results held in columns is written from the columns
+by a kernel (``kernels.write_records``), no ``WorkloadResult`` built
+(``tests/test_columnar.py``: the same bytes for any batch of parts).
 """
 
 from __future__ import annotations

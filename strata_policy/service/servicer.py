@@ -220,8 +220,8 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
 def add_to_server(servicer: PolicyServicer, server: grpc.Server) -> None:
     """Register ``servicer`` as the generated ``add_PolicyServiceServicer_to_server`` does,
     except for Place, whose handler reads the request's bytes itself (``wire.decode_place``),
-    and Place and Admit answer bytes (``results.response_bytes``); clients see the same
-    messages and errors."""
+    and Place and Admit answer bytes (``results.columnar_bytes``, ``results.response_bytes``);
+    clients see the same messages and errors."""
     handlers = {}
     for method in svc.DESCRIPTOR.services_by_name["PolicyService"].methods:
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(

@@ -13,7 +13,8 @@ request) than the RPC layer may cost in all. Here the request's bytes are read d
   ``convert.workload_from_proto`` (the general conversion); its fields after the id are cached
   under the tail's bytes, and a later workload becomes its id plus the cached fields, the values
   built column by column through their slots. After the first workload found so, the ones that
-  follow with the same tail are read at once, by splitting the bytes on it (``_run``).
+  follow with the same tail are read at once, by a kernel that walks their records
+  (``_run``).
 - Clients that stamp each workload with its own ``queued_at_ms`` (field 10, the last one) make
   every tail distinct; such a tail is read as a *head* (cached the same way) and the stamp's
   varint, the head trusted only once it parses alone (so that it ends where a field ends).
