@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from strata_policy.model import BatchResult, Decision, WorkloadResult
+from strata_policy.model import BatchResult, ColumnarBatch, Decision, PlacedColumns, WorkloadResult
 from strata_policy.state.limits import Limits
 from strata_policy.state.store import Store
 
@@ -19,3 +19,14 @@ def test_remembered_answers_are_bounded_by_results_held() -> None:
     assert store.answer("c", "release", "r3") == 7
     store.forget_cluster("c")
     assert store.answer("c", "admit", "r2") is None
+
+
+def test_an_answer_in_columns_weighs_its_results() -> None:
+    """A columnar answer counts every result it holds, in columns or as values."""
+    store = Store(Limits(idempotency_entries=100, idempotency_results=10))
+    run = PlacedColumns([f"w{i}" for i in range(5)], [()] * 5, [{}] * 5, [0.0] * 5)
+    big = ColumnarBatch(1, (run, (WorkloadResult("u", Decision.UNPLACED),)))
+    store.remember("c", "place", "r1", big)
+    store.remember("c", "place", "r2", big)
+    assert store.answer("c", "place", "r1") is None
+    assert store.answer("c", "place", "r2") is big
