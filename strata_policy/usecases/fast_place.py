@@ -10,7 +10,9 @@ a time (``batch._admit_and_place``); two paths get there faster:
   one kernel call (``place_columns``) and committed from the kernel's columns with one
   ``ClusterState.add_many``: no per-workload quota decision, charge or refund, no
   ``PlacementOutcome`` for a placed workload, and its replicas allocated from the kernel's
-  arrays.
+  arrays. A run placed in full is answered in columns (``model.PlacedColumns``): its
+  ``WorkloadResult`` values are built only for a caller that reads them (``Engine.place``),
+  not for the Place RPC, which writes the columns to the wire.
 - **Chunks decided one by one** (``_decide_and_place``) otherwise, with the kernel still placing
   the chunk in one call and the decisions replayed exactly (see its docstring).
 
