@@ -119,6 +119,7 @@ def _put_varint(out: np.ndarray, at: int, value: int) -> int:
 
 @inline_kernel
 def _varint_size(value: int) -> int:
+    """How many bytes ``value`` (not negative) takes as a varint."""
     size = 1
     while value >= 0x80:
         value >>= 7
@@ -195,15 +196,17 @@ def write_records(
 
     ``ids`` are the rows' ids joined with a ``SEPARATOR`` between two (none may hold one);
     ``middles`` the rows' middles joined, row ``i``'s ending at ``middle_ends[i]`` (int64,
-    ascending); ``scores`` float64, one per row, or empty."""
+    ascending); ``scores`` float64, one per row, or empty (C-contiguous arrays)."""
     n = middle_ends.shape[0]
     last = int(middle_ends[-1]) if n else 0
     if middle_ends.dtype != _I64 or middle_ends.ndim != 1 or last != len(middles):
         raise ValueError("middle_ends: expected int64 ends of the middles, the last their length")
     if n and (middle_ends[0] < 0 or (n > 1 and bool((np.diff(middle_ends) < 0).any()))):
         raise ValueError("middle_ends: expected ascending ends")
-    if scores.shape[0] not in (0, n) or scores.dtype != _F64:
+    if scores.shape not in ((n,), (0,)) or scores.dtype != _F64:
         raise ValueError(f"scores: {scores.dtype}{scores.shape}, expected float64 ({n},) or (0,)")
+    if not (middle_ends.flags.c_contiguous and scores.flags.c_contiguous):
+        raise ValueError("middle_ends, scores: expected C-contiguous arrays")
     if ids.count(SEPARATOR) != max(n - 1, 0):
         raise ValueError("ids: expected one separator between two ids")
     bound = len(ids) + len(middles) + n * (len(record_key) + len(id_key) + len(score_key) + 28)
