@@ -45,14 +45,14 @@ def _scan(
 ) -> tuple[int, int, int]:
     """Fill ``starts``/``stops`` with each record's id bounds and ``joined`` with the ids, a
     ``SEPARATOR`` between two; (records read, position after the last, bytes of ``joined``
-    used). ``starts`` and ``stops`` hold at least ``(end - pos) // 4 + 1`` entries, ``joined``
-    at least ``end - pos``."""
+    used). ``starts`` and ``stops`` hold at least ``(end - pos) // (4 + len(tail)) + 1``
+    entries, ``joined`` at least ``end - pos``."""
     t = tail.shape[0]
     count = 0
     used = 0
     while pos + 4 <= end:
-        size = raw[pos + 1]
-        n = raw[pos + 3]
+        size = int(raw[pos + 1])  # int: uint8 sums would wrap without the JIT
+        n = int(raw[pos + 3])
         if raw[pos] != 0x12 or raw[pos + 2] != 0x0A or size >= 0x80 or size != 2 + n + t:
             break
         stop = pos + 2 + size
@@ -98,7 +98,7 @@ def scan_records(raw: np.ndarray, pos: int, end: int, tail: np.ndarray) -> Recor
             raise ValueError(f"{name}: {a.dtype}{a.shape}, expected a C-contiguous uint8 row")
     if not 0 <= pos <= end <= raw.shape[0]:
         raise ValueError(f"positions {pos}..{end} outside {raw.shape[0]} bytes")
-    room = (end - pos) // 4 + 1
+    room = (end - pos) // (4 + tail.shape[0]) + 1  # a record takes at least 4 + len(tail)
     starts = np.empty(room, dtype=np.int64)
     stops = np.empty(room, dtype=np.int64)
     joined = np.empty(end - pos, dtype=np.uint8)
