@@ -37,7 +37,6 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import repeat
-from operator import is_
 from typing import Any
 
 import numpy as np
@@ -255,19 +254,21 @@ def _workloads(ids: list[str], rows: list[Fields], tags: list[object]) -> list[W
     """``Workload(id, *fields)`` for each row, built column by column through the slots (one
     by one for a few rows, where ten passes would cost more than they save).
 
-    Rows of one tag (the commonest batch) hold the tag's very objects in every field but
-    ``queued_at_ms`` (``_read``), so those columns are the first row's values repeated: no
-    transposing of the rows (a Python-level step per row and field)."""
+    Rows of equal tags (one tag: the commonest batch) hold equal values in every field but
+    ``queued_at_ms`` (a tag is a row's fields, or all of them but the stamp: ``_read``), so
+    those columns are the first row's values repeated: no transposing of the rows (a
+    Python-level step per row and field). The tags and rows are compared by ``count``, which
+    takes identical objects (the common case) for equal without comparing them."""
     n = len(ids)
     if n < _BY_COLUMN:
         return [new_workload(i, *f) for i, f in zip(ids, rows, strict=True)]
     out: list[Workload] = list(map(_new, repeat(Workload, n)))
     _drain(map(WORKLOAD_SETTERS[0], out, ids))
     first = rows[0]
-    if all(map(is_, tags, repeat(tags[0]))):
+    if tags.count(tags[0]) == n:
         for setter, value in zip(WORKLOAD_SETTERS[1:-1], first[:-1], strict=True):
             _drain(map(setter, out, repeat(value, n)))
-        one_row = all(map(is_, rows, repeat(first)))
+        one_row = rows.count(first) == n
         _drain(
             map(WORKLOAD_SETTERS[-1], out, repeat(first[-1], n) if one_row else map(_LAST, rows))
         )
