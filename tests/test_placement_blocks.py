@@ -363,6 +363,20 @@ def test_nodes_with_more_than_62_devices(
 
 
 @pytest.mark.parametrize(
+    ("bits", "devices"),
+    [
+        pytest.param(0, (), id="none"),
+        pytest.param(0b101, (0, 2), id="a Python int"),
+        pytest.param(np.int64(0b1100), (2, 3), id="a numpy int64, as the kernel answers unjitted"),
+        pytest.param(1 << 62, (62,), id="the highest bit the search uses"),
+    ],
+)
+def test_device_set(bits: int, devices: tuple[int, ...]) -> None:
+    """A bit set's devices, ascending, whether the kernel ran compiled or as plain Python."""
+    assert search.device_set(bits) == devices
+
+
+@pytest.mark.parametrize(
     ("n_nodes", "size"),
     [
         pytest.param(0, 4, id="no nodes: the smallest"),

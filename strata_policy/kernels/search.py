@@ -277,5 +277,8 @@ class BlockIndex:
 
 @functools.lru_cache(maxsize=4096)
 def device_set(bits: int) -> tuple[int, ...]:
-    """The device indices of a bit set, ascending (shared tuples: few distinct sets occur)."""
+    """The device indices of a bit set, ascending (shared tuples: few distinct sets occur).
+    ``int``: without the JIT (``NUMBA_DISABLE_JIT=1``) the kernel's bit set is a numpy int64,
+    which has no ``bit_length``."""
+    bits = int(bits)
     return tuple(d for d in range(bits.bit_length()) if bits >> d & 1)
