@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import (
     Decision,
+    PlacedColumns,
     Placement,
     RunningWorkload,
     Snapshot,
@@ -188,13 +189,13 @@ def test_groups_hold_workloads_alike_in_all_the_lane_reads(workloads: list[Workl
 
 
 def test_values_built_by_column_equal_those_built_one_by_one() -> None:
-    """running_many and placed_results build what running and placed_result build."""
+    """running_many and PlacedColumns.results build what running and placed_result build."""
     workloads = [W, Workload("w2", "org", {"gpu": 500})]
     placements = [ON_N1, (Placement("n2", (1,)), Placement("n3", ()))]
     assert values.running_many(workloads, placements, 9) == [
         RunningWorkload(w, p, 9) for w, p in zip(workloads, placements, strict=True)
     ]
-    assert values.placed_results(["w1", "w2"], placements, [{}, {"gpu": 500}], [0.25, 1.0]) == [
+    assert PlacedColumns(["w1", "w2"], placements, [{}, {"gpu": 500}], [0.25, 1.0]).results() == [
         WorkloadResult("w1", Decision.PLACED, ON_N1, score=0.25),
         WorkloadResult("w2", Decision.PLACED, placements[1], borrowed={"gpu": 500}, score=1.0),
     ]

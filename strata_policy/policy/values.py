@@ -21,7 +21,6 @@ from typing import Any
 
 from strata_policy.model import (
     Decision,
-    PlacedColumns,
     Placement,
     RunningWorkload,
     Workload,
@@ -87,13 +86,3 @@ def running_many(
     _drain(map(_R_PLACEMENTS, out, placements))
     _drain(map(_R_AT, out, repeat(admitted_at_ms)))
     return out
-
-
-def placed_results(
-    workload_ids: Sequence[str],
-    placements: Sequence[tuple[Placement, ...]],
-    borrowed: Sequence[Resources],
-    scores: Sequence[float],
-) -> list[WorkloadResult]:
-    """``placed_result`` for each row of the columns, by column (``PlacedColumns.results``)."""
-    return PlacedColumns(workload_ids, placements, borrowed, scores).results()
