@@ -70,12 +70,12 @@ class BlockQuery:
         mask_supers: np.ndarray,
         select_blocks: np.ndarray,
         select_supers: np.ndarray,
-        devices: int,
     ) -> None:
         self.layout = layout
         self.args = (policy, mask, mask_blocks, mask_supers, select_blocks, select_supers, req,
                      weights)  # fmt: skip
-        self.devices = devices
+        g = req.item(2)  # the gpu column: a share takes one device, k × 1000 takes k
+        self.devices = 0 if g <= 0 else 1 if g < 1000 else g // 1000
 
 
 _Summaries = tuple[
@@ -220,9 +220,8 @@ class BlockIndex:
         _check("mask superblocks", supers, _BOOL, (ns,))
         _check("select blocks", select_blocks, _BOOL, (nb,))
         _check("select superblocks", select_supers, _BOOL, (ns,))
-        g = req.item(2)
         return BlockQuery(self.layout, policy, req, weights, mask, blocks, supers, select_blocks,
-                          select_supers, 0 if g <= 0 else 1 if g < 1000 else g // 1000)  # fmt: skip
+                          select_supers)  # fmt: skip
 
     def place(
         self, q: BlockQuery, rows: np.ndarray | None = _NONE, first: int = 0, count: int = -1

@@ -28,7 +28,6 @@ from collections.abc import Mapping
 
 from strata_policy import kernels
 from strata_policy.model.objects import Placement, Workload
-from strata_policy.model.resources import GPU, MILLI_PER_GPU
 from strata_policy.policy import placement_inputs as inputs
 from strata_policy.policy.static_masks import search_levels, static_mask
 from strata_policy.state.nodes import NodeMatrix
@@ -138,16 +137,13 @@ def _block_query(
     code (``place_one`` sends no other here). The checks cost a first call of a shape about
     1.5 µs; tests/test_block_query_inputs.py says the query passes them and places like the
     validating one."""
-    request = workload.request
-    req, row, missing = inputs.request_and_weights(matrix, request, weights)
+    req, row, missing = inputs.request_and_weights(matrix, workload.request, weights)
     if missing:
         return None
     # schedulable and model are decided per block (StaticMask): ``selected`` is the selector's
     selected, blocks, supers, select_blocks, select_supers = search_levels(matrix, workload)
-    g = request.get(GPU, 0)
-    devices = 0 if g <= 0 else 1 if g < MILLI_PER_GPU else g // MILLI_PER_GPU
     return kernels.BlockQuery(matrix.block_layout(), policy, req, row, selected, blocks, supers,
-                              select_blocks, select_supers, devices)  # fmt: skip
+                              select_blocks, select_supers)  # fmt: skip
 
 
 def place_cached(
