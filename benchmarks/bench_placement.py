@@ -37,7 +37,7 @@ from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskMix
 from strata_policy.testing import node, workload
 
-OPENB = Path(__file__).resolve().parents[2] / "shared" / "data" / "openb"
+OPENB = Path(__file__).resolve().parents[1] / "data" / "openb"
 
 
 def _per_call(fn: Callable[[], object], repeat: int) -> float:

@@ -11,12 +11,10 @@ from strata.policy.v1 import types_pb2 as pb
 from strata_policy.ctl.openb import snapshot_from_openb
 from strata_policy.service.client import Client
 
-OPENB = Path(__file__).resolve().parents[2] / "shared" / "data" / "openb"
+OPENB = Path(__file__).resolve().parents[1] / "data" / "openb"
 NODES = OPENB / "openb_node_list_gpu_node.csv"
-needs_openb = pytest.mark.skipif(not NODES.exists(), reason="shared/data/openb not present")
 
 
-@needs_openb
 def test_openb_pushes_and_reads_back_identically(client: Client, cluster_id: str) -> None:
     """1,213 nodes and 6,212 GPUs go in; GetCluster returns the very same snapshot."""
     snapshot = snapshot_from_openb(NODES, scope_id="default")

@@ -19,7 +19,7 @@ from strata_policy.simulate.progress import Progress
 from strata_policy.simulate.trace import load_generic, load_openb, load_trace, pod_gpu_request
 from strata_policy.testing import node, workload
 
-OPENB = Path("/work/shared/data/openb")
+OPENB = Path(__file__).resolve().parents[1] / "data" / "openb"
 NODES_CSV = "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,1024,2,P100\nn1,8000,512,0,\n"
 PODS_CSV = (
     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"

@@ -20,7 +20,7 @@ from strata_policy.simulate.protocol2 import replay2
 from strata_policy.simulate.reference import fgd_replay
 from strata_policy.simulate.trace import OPENB_NODE_FILE, OPENB_POD_FILE, Trace, load_trace
 
-OPENB = Path("/work/shared/data/openb")
+OPENB = Path(__file__).resolve().parents[1] / "data" / "openb"
 NODES, PODS = 60, 400  # a slice that fills: 60 nodes, 400 pods tuned to 130 % of their GPUs
 
 

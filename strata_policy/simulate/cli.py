@@ -31,10 +31,10 @@ from strata_policy.simulate.report import (
 from strata_policy.simulate.sweep import Replay, ReplayJob, executor_for, run_sweep
 
 EPILOG = """examples:
-  strata-policy simulate ../shared/data/openb --seeds 42-51 --jobs 2 --plot alloc.png
-  strata-policy simulate ../shared/data/openb --policies RANDOM,FRAGMENTATION_AWARE --seeds 42
+  strata-policy simulate data/openb --seeds 42-51 --jobs 2 --plot alloc.png
+  strata-policy simulate data/openb --policies RANDOM,FRAGMENTATION_AWARE --seeds 42
   strata-policy simulate cluster.json --protocol 2 --scopes scopes.json --csv timeline.csv
-  strata-policy simulate ../shared/data/openb --dask tcp://scheduler:8786 --seeds 42-51
+  strata-policy simulate data/openb --dask tcp://scheduler:8786 --seeds 42-51
 policies: any of FIRST_FIT BEST_FIT LEAST_ALLOCATED MOST_ALLOCATED BALANCED_ALLOCATION
   DOT_PRODUCT FRAGMENTATION_AWARE RANDOM, plus BEST_FIT:paper and FRAGMENTATION_AWARE:paper
   (the FGD paper's formulas); see docs/simulation.md."""
