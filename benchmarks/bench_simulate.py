@@ -22,7 +22,7 @@ from strata_policy.simulate.protocol1 import replay1
 from strata_policy.simulate.reference import fgd_replay
 from strata_policy.simulate.trace import load_trace
 
-OPENB = Path(os.environ.get("STRATA_OPENB", "")) or Path(__file__).resolve().parents[1] / "data" / "openb"
+OPENB = Path(os.environ.get("STRATA_OPENB") or Path(__file__).resolve().parents[1] / "data/openb")
 SEED = 42
 
 

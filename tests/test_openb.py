@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from google.protobuf import json_format
 from strata.policy.v1 import types_pb2 as pb
 
