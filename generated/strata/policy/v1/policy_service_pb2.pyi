@@ -111,6 +111,30 @@ class GetClusterResponse(_message.Message):
     snapshot: _types_pb2.Snapshot
     def __init__(self, generation: _Optional[int] = ..., node_count: _Optional[int] = ..., scope_count: _Optional[int] = ..., workload_count: _Optional[int] = ..., scopes: _Optional[_Iterable[_Union[_types_pb2.ScopeStatus, _Mapping]]] = ..., capacity: _Optional[_Mapping[str, int]] = ..., allocated: _Optional[_Mapping[str, int]] = ..., snapshot: _Optional[_Union[_types_pb2.Snapshot, _Mapping]] = ...) -> None: ...
 
+class ListClustersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListClustersResponse(_message.Message):
+    __slots__ = ("clusters",)
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    clusters: _containers.RepeatedCompositeFieldContainer[ClusterSummary]
+    def __init__(self, clusters: _Optional[_Iterable[_Union[ClusterSummary, _Mapping]]] = ...) -> None: ...
+
+class ClusterSummary(_message.Message):
+    __slots__ = ("cluster_id", "generation", "node_count", "scope_count", "workload_count")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    NODE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    generation: int
+    node_count: int
+    scope_count: int
+    workload_count: int
+    def __init__(self, cluster_id: _Optional[str] = ..., generation: _Optional[int] = ..., node_count: _Optional[int] = ..., scope_count: _Optional[int] = ..., workload_count: _Optional[int] = ...) -> None: ...
+
 class DeleteClusterRequest(_message.Message):
     __slots__ = ("cluster_id", "expected_generation", "request_id")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]

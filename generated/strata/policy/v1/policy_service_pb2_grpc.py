@@ -80,6 +80,11 @@ class PolicyServiceStub:
                 request_serializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.ReclaimRequest.SerializeToString,
                 response_deserializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.ReclaimResponse.FromString,
                 _registered_method=True)
+        self.ListClusters = channel.unary_unary(
+                '/strata.policy.v1.PolicyService/ListClusters',
+                request_serializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.ListClustersRequest.SerializeToString,
+                response_deserializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.ListClustersResponse.FromString,
+                _registered_method=True)
 
 
 class PolicyServiceServicer:
@@ -147,6 +152,13 @@ class PolicyServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListClusters(self, request, context):
+        """The clusters the caller may see, with generation and counts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PolicyServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -189,6 +201,11 @@ def add_PolicyServiceServicer_to_server(servicer, server):
                     servicer.Reclaim,
                     request_deserializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.ReclaimRequest.FromString,
                     response_serializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.ReclaimResponse.SerializeToString,
+            ),
+            'ListClusters': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListClusters,
+                    request_deserializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.ListClustersRequest.FromString,
+                    response_serializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.ListClustersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -413,6 +430,33 @@ class PolicyService:
             '/strata.policy.v1.PolicyService/Reclaim',
             strata_dot_policy_dot_v1_dot_policy__service__pb2.ReclaimRequest.SerializeToString,
             strata_dot_policy_dot_v1_dot_policy__service__pb2.ReclaimResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListClusters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.policy.v1.PolicyService/ListClusters',
+            strata_dot_policy_dot_v1_dot_policy__service__pb2.ListClustersRequest.SerializeToString,
+            strata_dot_policy_dot_v1_dot_policy__service__pb2.ListClustersResponse.FromString,
             options,
             channel_credentials,
             insecure,

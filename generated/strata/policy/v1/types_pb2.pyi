@@ -282,7 +282,7 @@ class WorkloadResult(_message.Message):
     def __init__(self, workload_id: _Optional[str] = ..., decision: _Optional[_Union[Decision, str]] = ..., placements: _Optional[_Iterable[_Union[Placement, _Mapping]]] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., borrowed: _Optional[_Mapping[str, int]] = ..., victims: _Optional[_Iterable[_Union[Victim, _Mapping]]] = ..., score: _Optional[float] = ..., explanation: _Optional[str] = ...) -> None: ...
 
 class ScopeStatus(_message.Message):
-    __slots__ = ("id", "parent_id", "kind", "usage", "guarantee", "limit", "borrowed", "weight", "at_limit", "workload_count")
+    __slots__ = ("id", "parent_id", "kind", "usage", "guarantee", "limit", "borrowed", "weight", "at_limit", "workload_count", "effective_guarantee", "oversubscribed")
     class UsageEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -311,6 +311,13 @@ class ScopeStatus(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class EffectiveGuaranteeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -321,6 +328,8 @@ class ScopeStatus(_message.Message):
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     AT_LIMIT_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_GUARANTEE_FIELD_NUMBER: _ClassVar[int]
+    OVERSUBSCRIBED_FIELD_NUMBER: _ClassVar[int]
     id: str
     parent_id: str
     kind: str
@@ -331,7 +340,9 @@ class ScopeStatus(_message.Message):
     weight: float
     at_limit: _containers.RepeatedScalarFieldContainer[str]
     workload_count: int
-    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., kind: _Optional[str] = ..., usage: _Optional[_Mapping[str, int]] = ..., guarantee: _Optional[_Mapping[str, int]] = ..., limit: _Optional[_Mapping[str, int]] = ..., borrowed: _Optional[_Mapping[str, int]] = ..., weight: _Optional[float] = ..., at_limit: _Optional[_Iterable[str]] = ..., workload_count: _Optional[int] = ...) -> None: ...
+    effective_guarantee: _containers.ScalarMap[str, int]
+    oversubscribed: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., kind: _Optional[str] = ..., usage: _Optional[_Mapping[str, int]] = ..., guarantee: _Optional[_Mapping[str, int]] = ..., limit: _Optional[_Mapping[str, int]] = ..., borrowed: _Optional[_Mapping[str, int]] = ..., weight: _Optional[float] = ..., at_limit: _Optional[_Iterable[str]] = ..., workload_count: _Optional[int] = ..., effective_guarantee: _Optional[_Mapping[str, int]] = ..., oversubscribed: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskType(_message.Message):
     __slots__ = ("request", "gpu_model", "weight")
