@@ -15,6 +15,8 @@ is inside the request:
 2. Once the request is deserialized, before the servicer runs: a token not granted the request's
    ``cluster_id`` is PERMISSION_DENIED; a read-only token may call GetCluster, and any mutating
    RPC only with ``dry_run`` set (DeleteCluster has no dry run, so never).
+3. ListClusters names no cluster: every known token may call it, and its answer is cut down to
+   the clusters the token is granted.
 
 A denied call never reaches the servicer, so it changes nothing. Errors are the package's own
 ``Unauthenticated``/``PermissionDenied`` ended through ``service.status.abort`` (one status
@@ -37,7 +39,12 @@ from strata_policy.errors import PermissionDenied, StrataError, Unauthenticated
 from strata_policy.service.status import abort
 
 OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
-READ_ONLY_METHODS = frozenset({"/strata.policy.v1.PolicyService/GetCluster"})
+READ_ONLY_METHODS = frozenset(
+    {"/strata.policy.v1.PolicyService/GetCluster", "/strata.policy.v1.PolicyService/ListClusters"}
+)
+# Methods that name no cluster: any token may call them, and the answer lists only the clusters
+# its grant allows (``_listing``), so a token never learns another tenant's cluster ids.
+LISTING_METHODS = frozenset({"/strata.policy.v1.PolicyService/ListClusters"})
 ACCESS_LEVELS = ("read-only", "read-write")
 WILDCARD = "*"
 
@@ -182,6 +189,8 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]  #
         handler = continuation(handler_call_details)
         if handler is None:
             return None
+        if method in LISTING_METHODS:
+            return _listing(handler, grant)
         return _guard(handler, lambda request: check_request(grant, method, request))
 
 
@@ -192,6 +201,25 @@ def _refuse(exc: StrataError) -> Handler:
         abort(context, exc)
 
     return grpc.unary_unary_rpc_method_handler(behaviour)
+
+
+def _listing(handler: Handler, grant: Grant) -> Handler:
+    """A copy of a listing handler whose answer keeps only the clusters ``grant`` allows."""
+    inner = handler.unary_unary
+    assert inner is not None, "listing methods are unary"
+
+    def call(request: Any, context: grpc.ServicerContext) -> Any:
+        response = inner(request, context)
+        kept = [c for c in response.clusters if grant.allows_cluster(c.cluster_id)]
+        del response.clusters[:]
+        response.clusters.extend(kept)
+        return response
+
+    return grpc.unary_unary_rpc_method_handler(
+        call,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
 
 
 def _guard(handler: Handler, check: Callable[[object], None]) -> Handler:

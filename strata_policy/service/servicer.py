@@ -116,6 +116,24 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
         return svc.DeleteClusterResponse(generation=generation)
 
     @_errors_to_status
+    def ListClusters(
+        self, request: svc.ListClustersRequest, context: grpc.ServicerContext
+    ) -> svc.ListClustersResponse:
+        """Every cluster by id; with tokens, ``auth`` keeps only those the caller may read."""
+        return svc.ListClustersResponse(
+            clusters=[
+                svc.ClusterSummary(
+                    cluster_id=cluster_id,
+                    generation=info.generation,
+                    node_count=info.node_count,
+                    scope_count=info.scope_count,
+                    workload_count=info.workload_count,
+                )
+                for cluster_id, info in sorted(self.engine.clusters(), key=lambda item: item[0])
+            ]
+        )
+
+    @_errors_to_status
     def Admit(self, request: svc.AdmitRequest, context: grpc.ServicerContext) -> svc.AdmitResponse:
         batch = self._admit(request)
         response = svc.AdmitResponse(generation=batch.generation)
