@@ -221,24 +221,38 @@ root.add_command(ctl)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``strata-policy`` console script: its exit code, never a traceback."""
+    """Entry point of the ``strata-policy`` console script: its exit code, never a traceback.
+
+    0 done, 1 an error (one ``error: ...`` line), 2 a usage error (one line, with where to find
+    help), 130 interrupted.
+    """
     try:
-        root.main(
+        rv = root.main(
             args=list(sys.argv[1:] if argv is None else argv),
             prog_name="strata-policy",
             complete_var="_STRATA_POLICY_COMPLETE",
-            standalone_mode=True,
+            standalone_mode=False,
         )
-    except SystemExit as exc:
+    except click.exceptions.NoArgsIsHelpError as exc:  # a group called bare: its help
+        click.echo(exc.format_message(), err=True)
+        return exc.exit_code
+    except click.UsageError as exc:
+        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        click.echo(f"error: {exc.format_message()}{where}", err=True)
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except SystemExit as exc:  # argparse (serve, simulate) and shell completion exit this way
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, click.Abort):
         return 130
     except BrokenPipeError:
         return 0
     except Exception as exc:  # a bug: one line, not a traceback; the report names the class
-        print(f"error: internal error ({type(exc).__name__}): {exc}", file=sys.stderr)
+        click.echo(f"error: internal error ({type(exc).__name__}): {exc}", err=True)
         return 1
-    return 0
+    return rv if isinstance(rv, int) else 0
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ class CtlError(click.ClickException):
     exit_code = 1
 
     def show(self, file: Any = None) -> None:
+        """One line (or one per field violation), ``error: ...``, on stderr."""
         click.echo(f"error: {self.format_message()}", err=True)
 
 
