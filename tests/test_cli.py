@@ -1,197 +1,17 @@
-"""`strata-policy ctl` as a kubectl user expects it: one-line errors, quantities, exit codes."""
+"""`strata-policy ctl` as a kubectl user expects it: usage, exit codes, output, quotas."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
+from ctl_kit import ADMIT_OK, EXAMPLES, Ran, Run, demo, no_ambient_cluster, one_error_line, run
 
 from strata_policy.cli import main
-from strata_policy.service.server import Server
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-@dataclass
-class Ran:
-    """One command's exit code and output."""
-
-    code: int
-    out: str
-    err: str
-
-
-Run = Callable[..., Ran]
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests name their cluster; the caller's shell must not choose one."""
-    for name in ("STRATA_CLUSTER", "STRATA_ADDRESS", "STRATA_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def run(server: Server, capsys: pytest.CaptureFixture[str]) -> Run:
-    """Run ``strata-policy ctl --address <session server> ARGS`` and capture it."""
-
-    def call(*args: str) -> Ran:
-        capsys.readouterr()
-        code = main(["ctl", "--address", f"127.0.0.1:{server.port}", *args])
-        captured = capsys.readouterr()
-        return Ran(code, captured.out, captured.err)
-
-    return call
-
-
-@pytest.fixture
-def demo(run: Run, cluster_id: str) -> str:
-    """A fresh copy of examples/cluster.yaml under its own cluster id."""
-    ran = run("push", str(EXAMPLES / "cluster.yaml"), "-c", cluster_id)
-    assert ran.code == 0, ran.err
-    return cluster_id
-
-
-def _one_error_line(ran: Ran) -> str:
-    assert "Traceback" not in ran.err
-    lines = ran.err.strip().splitlines()
-    assert len(lines) == 1, ran.err
-    assert lines[0].startswith("error: ")
-    return lines[0]
-
-
-ADMIT_OK = "workloads:\n  - id: w\n    scopeId: batch\n    request: {cpu: 1}\n"
-
-
-@pytest.mark.parametrize(
-    ("name", "text", "extra", "expected"),
-    [
-        pytest.param(
-            "bad.yaml",
-            "workloads:\n  - id: w\n    scopeID: batch\n",
-            (),
-            "bad.yaml:3:5: workloads[0].scopeID: unknown field in Workload; "
-            "did you mean 'scopeId'?",
-            id="unknown key scopeID",
-        ),
-        pytest.param(
-            "bad.yaml",
-            "workloads:\n  - id: w\n    scopeId: batch\n    requests: {cpu: 1}\n",
-            (),
-            "bad.yaml:4:5: workloads[0].requests: unknown field in Workload; "
-            "did you mean 'request'?",
-            id="unknown key requests",
-        ),
-        pytest.param(
-            "bad.yaml",
-            "workloads:\n  - id: w\n   scopeId: batch\n",
-            (),
-            "bad.yaml:3:4: YAML syntax: expected <block end>",
-            id="YAML syntax error",
-        ),
-        pytest.param(
-            "bad.json",
-            '{"workloads": [{"id": "w",}',
-            (),
-            "bad.json:1:",
-            id="JSON syntax error",
-        ),
-        pytest.param("bad.yaml", "", (), "bad.yaml: is empty", id="empty file"),
-        pytest.param(
-            "bad.yaml",
-            "workloads:\n  - id: w\n    scopeId: batch\n    request: {memory: 4Gx}\n",
-            (),
-            "bad.yaml:4:23: workloads[0].request.memory: '4Gx' has an unknown suffix 'Gx'; "
-            "did you mean 'Gi'?",
-            id="bad quantity",
-        ),
-        pytest.param(
-            "bad.yaml",
-            "workloads:\n  - id: w\n    scopeId: batch\n    request: {cpu: -2}\n",
-            (),
-            "workloads[0].request.cpu: '-2' is negative",
-            id="negative quantity",
-        ),
-        pytest.param(
-            "bad.yaml",
-            "workloads:\n  - id: w\n    scopeId: batch\n    request: {gpus: 1}\n",
-            (),
-            "bad.yaml:4: workloads[0].request.gpus: cluster '{cluster}' has no resource 'gpus'; "
-            "did you mean 'gpu'?",
-            id="misspelled resource",
-        ),
-        pytest.param(
-            "bad.yaml",
-            "workloads:\n  - id: w\n    scopeId: batch\n    request: {memory: 4Gi}\n",
-            ("--raw",),
-            "workloads[0].request.memory: '4Gi' is not an integer in base units (--raw)",
-            id="quantity with --raw",
-        ),
-        pytest.param(
-            "bad.yaml",
-            ADMIT_OK + "order: fiar\n",
-            (),
-            "bad.yaml:5:8: order: unknown Order 'fiar'; did you mean 'FAIR'?",
-            id="misspelled enum",
-        ),
-        pytest.param(
-            "bad.yaml",
-            "workloads:\n  - id: w\n    scopeId: batch\n    replicas: two\n",
-            (),
-            "bad.yaml:4:15: workloads[0].replicas: expected a whole number, got 'two'",
-            id="wrong scalar type",
-        ),
-        pytest.param(
-            "bad.yaml",
-            "workloads:\n  - id: w\n    request: [1]\n",
-            (),
-            "bad.yaml:3:14: workloads[0].request: expected a mapping, got a list",
-            id="list for a map",
-        ),
-        pytest.param(
-            "bad.yaml",
-            "workloads: {id: w}\n",
-            (),
-            "bad.yaml:1:12: workloads: expected a list, got a mapping",
-            id="mapping for a list",
-        ),
-        pytest.param(
-            "bad.yaml",
-            ADMIT_OK + "clusterId: elsewhere\n",
-            (),
-            "the file is for cluster 'elsewhere' but -c names '{cluster}'",
-            id="file names another cluster",
-        ),
-        pytest.param(
-            "bad.yaml",
-            "workloads:\n  - id: w\n    scopeId: nobody\n    request: {cpu: 1}\n",
-            (),
-            "bad.yaml:3: workloads[0].scope_id: unknown scope 'nobody' (INVALID_ARGUMENT)",
-            id="server violation points at the line",
-        ),
-    ],
-)
-def test_bad_admit_file_is_one_line(
-    run: Run, demo: str, tmp_path: Path, name: str, text: str, extra: tuple[str, ...], expected: str
-) -> None:
-    """Every bad file gets one line naming the file, line and field, a hint, and exit code 1."""
-    path = tmp_path / name
-    path.write_text(text)
-    ran = run("admit", str(path), "-c", demo, *extra)
-    assert ran.code == 1
-    line = _one_error_line(ran)
-    assert expected.format(cluster=demo).replace("bad.", f"{tmp_path}/bad.") in line
-
-
-def test_missing_file(run: Run, demo: str, tmp_path: Path) -> None:
-    """A file that is not there is one line, exit code 1."""
-    ran = run("place", str(tmp_path / "nope.yaml"), "-c", demo)
-    assert ran.code == 1
-    assert _one_error_line(ran) == f"error: {tmp_path}/nope.yaml: no such file"
+__all__ = ["demo", "no_ambient_cluster", "run"]  # fixtures used by name
 
 
 @pytest.mark.parametrize(
@@ -226,13 +46,13 @@ def test_server_errors_exit_1(run: Run) -> None:
     """A call the server refuses is one line and exit code 1."""
     ran = run("get", "-c", "no-such-cluster")
     assert ran.code == 1
-    assert _one_error_line(ran) == "error: NOT_FOUND: cluster 'no-such-cluster' not found"
+    assert one_error_line(ran) == "error: NOT_FOUND: cluster 'no-such-cluster' not found"
 
 
 def test_no_server(capsys: pytest.CaptureFixture[str]) -> None:
     """No server at the address: one line that says how to start one."""
     assert main(["ctl", "--address", "127.0.0.1:1", "clusters"]) == 1
-    line = _one_error_line(Ran(1, "", capsys.readouterr().err))
+    line = one_error_line(Ran(1, "", capsys.readouterr().err))
     assert "cannot reach the server at 127.0.0.1:1" in line
     assert "make serve" in line
 

@@ -169,6 +169,11 @@ class _Walker:
                 snake, camel = [f.name for f in desc.fields], [f.json_name for f in desc.fields]
                 names = camel + snake if "_" in key else snake + camel  # the key's own style wins
                 hint = f"; {_ELSEWHERE[key]}" if key in _ELSEWHERE else did_you_mean(key, names)
+                if desc.name == "RunningWorkload" and not hint:
+                    hint = (
+                        "; a running workload nests its fields under 'workload:', beside its "
+                        "'placements'; pending workloads go to ctl admit or ctl place"
+                    )
                 known = ", ".join(f.json_name for f in desc.fields)
                 raise self.fail(
                     key_node, here, f"unknown field in {desc.name}{hint or f' (fields: {known})'}"
