@@ -91,6 +91,13 @@ __all__ = ["demo", "no_ambient_cluster", "run"]  # fixtures used by name
         ),
         pytest.param(
             "bad.yaml",
+            "workloads:\n  - id: w\n    scopeId: batch\n    replicas: 4294967296\n",
+            (),
+            "bad.yaml:4:15: workloads[0].replicas: 4294967296 is out of range",
+            id="number out of range",
+        ),
+        pytest.param(
+            "bad.yaml",
             "workloads:\n  - id: w\n    request: [1]\n",
             (),
             "bad.yaml:3:14: workloads[0].request: expected a mapping, got a list",

@@ -26,16 +26,14 @@ from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescript
 
 from strata_policy.model.quantity import QuantityError, parse_quantity
 
-_INTS = frozenset(
-    {
-        FieldDescriptor.TYPE_INT32,
-        FieldDescriptor.TYPE_INT64,
-        FieldDescriptor.TYPE_UINT32,
-        FieldDescriptor.TYPE_UINT64,
-        FieldDescriptor.TYPE_SINT32,
-        FieldDescriptor.TYPE_SINT64,
-    }
-)
+_INT_RANGES = {
+    FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
+    FieldDescriptor.TYPE_SINT32: (-(2**31), 2**31 - 1),
+    FieldDescriptor.TYPE_INT64: (-(2**63), 2**63 - 1),
+    FieldDescriptor.TYPE_SINT64: (-(2**63), 2**63 - 1),
+    FieldDescriptor.TYPE_UINT32: (0, 2**32 - 1),
+    FieldDescriptor.TYPE_UINT64: (0, 2**64 - 1),
+}
 _FLOATS = frozenset({FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT})
 # Fields of other formats that people paste into a request file, and what to write instead.
 _ELSEWHERE = {
@@ -92,8 +90,9 @@ def decode(path: str, text: str, message: Any, *, raw: bool = False) -> Decoded:
     Python protobuf runtimes have distinct descriptor types); the top level must be a mapping."""
     if path.endswith(".json"):
         text = text.replace("\t", " ")  # JSON allows tabs between tokens, YAML does not
-    loader = yaml.SafeLoader(text)
+    loader: yaml.SafeLoader | None = None
     try:
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -109,9 +108,11 @@ def decode(path: str, text: str, message: Any, *, raw: bool = False) -> Decoded:
     except yaml.YAMLError as exc:
         raise FileError(path, f"syntax: {exc}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if node is None:
         raise FileError(path, f"is empty; expected a {message.name} mapping")
+    assert loader is not None, "a node was composed"
     walker = _Walker(path, raw, loader)
     data = walker.message(node, message, "")
     return Decoded(path, data, walker.lines)
@@ -238,20 +239,27 @@ class _Walker:
             raise self.fail(node, where, f"expected a single value, got {_kind(node)}")
         if fd.enum_type is not None:
             return self.enum(node, fd.enum_type, where)
-        value = self.constructor.construct_object(node, deep=True)
+        try:
+            value = self.constructor.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, OverflowError) as exc:
+            raise self.fail(node, where, f"cannot read {node.value!r}: {exc}") from None
         if fd.type == FieldDescriptor.TYPE_BOOL:
             if not isinstance(value, bool):
                 raise self.fail(node, where, f"expected true or false, got {node.value!r}")
             return value
-        if fd.type in _INTS:
+        if fd.type in _INT_RANGES:
             if isinstance(value, bool) or not isinstance(value, int | str):
                 raise self.fail(node, where, f"expected a whole number, got {node.value!r}")
             try:
-                return int(str(value))
+                number = int(str(value))
             except ValueError:
                 raise self.fail(
                     node, where, f"expected a whole number, got {node.value!r}"
                 ) from None
+            low, high = _INT_RANGES[fd.type]
+            if not low <= number <= high:
+                raise self.fail(node, where, f"{number} is out of range [{low}, {high}]")
+            return number
         if fd.type in _FLOATS:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise self.fail(node, where, f"expected a number, got {node.value!r}")
