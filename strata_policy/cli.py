@@ -22,6 +22,7 @@ import click
 import structlog
 
 from strata_policy.ctl.commands import ctl
+from strata_policy.ctl.session import CtlError
 from strata_policy.service.config import ServerConfig
 from strata_policy.state.limits import Limits
 
@@ -201,7 +202,7 @@ def _kube(ctx: click.Context) -> None:
     try:  # by name: helper H's package is optional and heavy, imported only when used
         kube_cli = importlib.import_module("strata_policy.kube.cli")
     except ImportError as exc:
-        raise click.ClickException(f"kube is not available: {exc}") from None
+        raise CtlError(f"kube is not available: {exc}") from None
     code: int = kube_cli.main(list(ctx.args))
     ctx.exit(code)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -194,3 +196,37 @@ def test_version_and_completion(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["completion", "bash"]) == 0
     assert "_STRATA_POLICY_COMPLETE" in capsys.readouterr().out
     assert main(["completion", "tcsh"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        pytest.param("strata-policy ct", "plain,ctl", id="command"),
+        pytest.param("strata-policy ctl ge", "plain,get", id="subcommand"),
+        pytest.param("strata-policy ctl get -o ya", "plain,yaml", id="option value"),
+    ],
+)
+def test_completion_completes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], words: str, expected: str
+) -> None:
+    """The completion script's callback completes commands and option values."""
+    monkeypatch.setenv("_STRATA_POLICY_COMPLETE", "bash_complete")
+    monkeypatch.setenv("COMP_WORDS", words)
+    monkeypatch.setenv("COMP_CWORD", str(len(words.split()) - 1))
+    assert main([]) == 0
+    assert capsys.readouterr().out.split() == [expected]
+
+
+def test_kube_is_dispatched_with_its_arguments(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`strata-policy kube ...` hands every argument to strata_policy.kube.cli.main, lazily."""
+    seen: list[list[str]] = []
+    fake = types.ModuleType("strata_policy.kube.cli")
+    fake.main = lambda argv: seen.append(argv) or 3  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "strata_policy.kube.cli", fake)
+    assert main(["kube", "sync", "--cluster", "x", "-h"]) == 3
+    assert seen == [["sync", "--cluster", "x", "-h"]]
+    monkeypatch.setitem(sys.modules, "strata_policy.kube.cli", None)
+    assert main(["kube", "sync"]) == 1
+    assert capsys.readouterr().err.startswith("error: kube is not available")
