@@ -62,3 +62,21 @@ def test_waits_for_serving_then_calls(
     assert main(["ctl", "--address", address, "clusters"]) == 0
     assert "warm" in capsys.readouterr().out
     assert servicer.refused == 1
+
+
+def test_unavailable_while_serving_is_not_retried(capsys: pytest.CaptureFixture[str]) -> None:
+    """A server that says SERVING and still refuses gets one call, and ctl reports it."""
+    health_servicer = health.HealthServicer()
+    health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    servicer = WarmingUp(health_servicer)  # its serving event is never set: it always refuses
+    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    svc_grpc.add_PolicyServiceServicer_to_server(servicer, srv)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, srv)
+    port = srv.add_insecure_port("127.0.0.1:0")
+    srv.start()
+    try:
+        assert main(["ctl", "--address", f"127.0.0.1:{port}", "clusters"]) == 1
+    finally:
+        srv.stop(None)
+    assert servicer.refused == 1
+    assert "warming up; retry" in capsys.readouterr().err

@@ -109,20 +109,26 @@ class Session:
         """One RPC; a failure becomes a ``CtlError`` (field violations mapped to file lines).
 
         A server still compiling its kernels answers UNAVAILABLE while its health says
-        NOT_SERVING: then wait for SERVING (a spinner on a terminal) and send the call again.
+        NOT_SERVING: then wait for SERVING (a spinner on a terminal) and send the call once
+        more. Only then: a server that was SERVING all along did not refuse for warm-up, and
+        sending a decision twice on a guess is not ctl's to do.
         """
-        try:
-            return self.client().call(method, request)
-        except RpcError as exc:
-            if exc.code == "UNAVAILABLE" and self._wait_for_serving():
-                return self.call(method, request, decoded)
-            raise CtlError(self._describe(exc, decoded)) from None
-        except ValueError as exc:  # json_format refused the request; files are checked before
-            raise CtlError(f"bad request: {exc}") from None
+        for attempt in range(2):
+            try:
+                return self.client().call(method, request)
+            except RpcError as exc:
+                if attempt == 0 and exc.code == "UNAVAILABLE" and self._wait_for_serving():
+                    continue
+                raise CtlError(self._describe(exc, decoded)) from None
+            except ValueError as exc:  # json_format refused it; files are checked before
+                raise CtlError(f"bad request: {exc}") from None
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _wait_for_serving(self) -> bool:
-        """Whether the server came to SERVING (False: it is not there at all, or never did)."""
+        """Whether the server was warming up and is now SERVING (False: it is not there at all,
+        was SERVING already, or did not come to SERVING within ``WAIT_FOR_SERVING_S``)."""
         client = self.client()
+        warming = False
         spinner = itertools.cycle("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
         show = sys.stderr.isatty()
         deadline = time.monotonic() + WAIT_FOR_SERVING_S
@@ -133,7 +139,8 @@ class Session:
                 except RpcError:  # not there at all: report the original error
                     return False
                 if status == "SERVING":
-                    return True
+                    return warming
+                warming = True
                 if show:
                     sys.stderr.write(f"\r{next(spinner)} waiting for the server to warm up…")
                     sys.stderr.flush()
