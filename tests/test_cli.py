@@ -178,7 +178,7 @@ def test_round_trip_in_human_units(run: Run, cluster_id: str, tmp_path: Path) ->
     ]
     snap = tmp_path / "snap.yaml"
     snap.write_text(printed)
-    assert run("push", str(snap), "-c", cluster_id).out.endswith("2 nodes, 1 scopes, 0 workloads\n")
+    assert run("push", str(snap), "-c", cluster_id).out.endswith("2 nodes, 1 scope, 0 workloads\n")
     place = tmp_path / "place.yaml"
     place.write_text("workloads:\n  - {id: j, scopeId: default, request: {cpu: 4, gpu: 0.5}}\n")
     ran = run("place", str(place), "-c", cluster_id, "--policy", "best_fit")

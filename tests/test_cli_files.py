@@ -98,6 +98,14 @@ __all__ = ["demo", "no_ambient_cluster", "run"]  # fixtures used by name
         ),
         pytest.param(
             "bad.yaml",
+            "nodes: []\n",
+            (),
+            "bad.yaml:1:1: nodes: unknown field in AdmitRequest; a snapshot's field: send "
+            "snapshots with ctl push",
+            id="a snapshot given to admit",
+        ),
+        pytest.param(
+            "bad.yaml",
             "workloads:\n  - id: w\n    request: [1]\n",
             (),
             "bad.yaml:3:14: workloads[0].request: expected a mapping, got a list",

@@ -97,8 +97,7 @@ def push(session: Session, file: str, dry_run: bool, raw: bool) -> int:
         response,
         lambda: (
             f"cluster {cluster} at generation {response['generation']}: "
-            f"{response['nodeCount']} nodes, {response['scopeCount']} scopes, "
-            f"{response['workloadCount']} workloads{render.dry_run(dry_run)}"
+            f"{render.counts(response, 'node', 'scope', 'workload')}{render.dry_run(dry_run)}"
         ),
     )
     return 0
@@ -167,8 +166,7 @@ def import_openb(
         response,
         lambda: (
             f"cluster {cluster} at generation {response['generation']}: "
-            f"{response['nodeCount']} nodes, {response['scopeCount']} scopes"
-            f"{render.dry_run(dry_run)}"
+            f"{render.counts(response, 'node', 'scope')}{render.dry_run(dry_run)}"
         ),
     )
     return 0

@@ -37,6 +37,15 @@ INHERITED = "*"
 OVERSUBSCRIBED = "!"
 
 
+def counts(data: Mapping[str, Any], *names: str) -> str:
+    """``4 nodes, 1 scope, 0 workloads`` from a response's ``nodeCount``... fields."""
+    parts = []
+    for name in names:
+        n = int(data.get(f"{name}Count", 0))
+        parts.append(f"{n} {name}{'' if n == 1 else 's'}")
+    return ", ".join(parts)
+
+
 def dry_run(flag: bool) -> str:
     """The mark every dry-run answer carries, so it never reads as committed."""
     return DRY_RUN if flag else ""
@@ -85,8 +94,8 @@ def scope_tree(cluster: Mapping[str, Any], *, borrowed: bool = False, wide: bool
     if wide:
         headers += ["WEIGHT", "WORKLOADS"]
     head = (
-        f"generation {cluster.get('generation', 0)} · {cluster.get('nodeCount', 0)} nodes · "
-        f"{cluster.get('scopeCount', 0)} scopes · {cluster.get('workloadCount', 0)} workloads\n"
+        f"generation {cluster.get('generation', 0)} · "
+        f"{counts(cluster, 'node', 'scope', 'workload').replace(', ', ' · ')}\n"
         f"capacity  {amounts(cluster.get('capacity'))}\n"
         f"allocated {amounts(cluster.get('allocated'))}\n"
     )

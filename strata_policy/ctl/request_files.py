@@ -43,6 +43,8 @@ _ELSEWHERE = {
     "departure_ms": "a simulate trace field; ctl files have no departures",
     "requests": "did you mean 'request'? (one replica's amounts, like a pod's requests)",
     "limits": "a workload has no limits; a scope's 'limit' caps its subtree",
+    "nodes": "a snapshot's field: send snapshots with ctl push",
+    "scopes": "a snapshot's field: send snapshots with ctl push, one scope with ctl quota set",
 }
 
 
