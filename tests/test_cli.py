@@ -29,7 +29,7 @@ __all__ = ["demo", "no_ambient_cluster", "run"]  # fixtures used by name
         ),
         pytest.param(
             ("quota", "set", "batch", "-c", "{c}", "--limit", "gpus=4"),
-            "has no resource 'gpus'; did you mean 'gpu'?",
+            "no resource 'gpus' in cluster",
             id="misspelled resource flag",
         ),
         pytest.param(("release", "-c", "{c}"), "name the workloads", id="release nothing"),

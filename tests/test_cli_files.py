@@ -64,7 +64,7 @@ __all__ = ["demo", "no_ambient_cluster", "run"]  # fixtures used by name
             "bad.yaml",
             "workloads:\n  - id: w\n    scopeId: batch\n    request: {gpus: 1}\n",
             (),
-            "bad.yaml:4: workloads[0].request.gpus: cluster '{cluster}' has no resource 'gpus'; "
+            "bad.yaml:4: workloads[0].request.gpus: no resource 'gpus' in cluster '{cluster}'; "
             "did you mean 'gpu'?",
             id="misspelled resource",
         ),
@@ -184,3 +184,18 @@ def test_push_explains_pending_workloads(run: Run, cluster_id: str, tmp_path: Pa
     assert "trace.json:" in line
     assert "workloads[0].id: unknown field in RunningWorkload" in line
     assert "nests its fields under 'workload:'" in line
+
+
+def test_push_checks_resource_names(run: Run, cluster_id: str, tmp_path: Path) -> None:
+    """A scope guaranteeing a resource no node has is refused at its line, with a hint."""
+    path = tmp_path / "snap.yaml"
+    path.write_text(
+        "nodes:\n  - {id: n, capacity: {cpu: 4, gpu: 1}}\n"
+        "scopes:\n  - {id: s, guarantee: {gpus: 1}}\n"
+    )
+    ran = run("push", str(path), "-c", cluster_id)
+    assert ran.code == 1
+    assert one_error_line(ran) == (
+        f"error: {path}:4: snapshot.scopes[0].guarantee.gpus: no resource 'gpus' in the "
+        "snapshot; did you mean 'gpu'? (it has cpu, gpu, memory)"
+    )

@@ -114,7 +114,7 @@ def read_snapshot(file: str, *, raw: bool) -> Decoded:
         decoded = Decoded(file, {"snapshot": inner.data}, lines)
     nodes = decoded.data.get("snapshot", {}).get("nodes", [])
     known = set(RESERVED).union(*(n.get("capacity", {}) for n in nodes))
-    check_names(decoded, known, "its nodes")
+    check_names(decoded, known, "the snapshot")
     return decoded
 
 

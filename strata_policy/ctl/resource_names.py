@@ -22,7 +22,7 @@ def unknown_name(name: str, known: Iterable[str], where: str) -> str:
     if name in names:
         return ""
     hint = did_you_mean(name, names)
-    return f"{where} has no resource {name!r}{hint} (it has {', '.join(names)})"
+    return f"no resource {name!r} in {where}{hint} (it has {', '.join(names)})"
 
 
 def check_names(decoded: Decoded, known: Iterable[str], where: str) -> None:
