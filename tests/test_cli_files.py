@@ -47,6 +47,21 @@ __all__ = ["demo", "no_ambient_cluster", "run"]  # fixtures used by name
         pytest.param("bad.yaml", "", (), "bad.yaml: is empty", id="empty file"),
         pytest.param(
             "bad.yaml",
+            ADMIT_OK + "---\n" + ADMIT_OK,
+            (),
+            "bad.yaml:5:1: YAML syntax: expected a single document in the stream, but found "
+            "another document",
+            id="two documents",
+        ),
+        pytest.param(
+            "bad.yaml",
+            "workloads: " + "[" * 3000 + "]" * 3000,
+            (),
+            "bad.yaml: is nested too deeply to be a request",
+            id="nested too deeply",
+        ),
+        pytest.param(
+            "bad.yaml",
             "workloads:\n  - id: w\n    scopeId: batch\n    request: {memory: 4Gx}\n",
             (),
             "bad.yaml:4:23: workloads[0].request.memory: '4Gx' has an unknown suffix 'Gx'; "

@@ -92,13 +92,19 @@ def decode(path: str, text: str, message: Any, *, raw: bool = False) -> Decoded:
     Python protobuf runtimes have distinct descriptor types); the top level must be a mapping."""
     if path.endswith(".json"):
         text = text.replace("\t", " ")  # JSON allows tabs between tokens, YAML does not
-    loader: yaml.SafeLoader | None = None
+    loader = None
     try:
         loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
+        if node is None:
+            raise FileError(path, f"is empty; expected a {message.name} mapping")
+        walker = _Walker(path, raw, loader)
+        return Decoded(path, walker.message(node, message, ""), walker.lines)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "syntax error"
+        if exc.context and problem.startswith("but "):  # "expected one document, but found..."
+            problem = f"{exc.context}, {problem}"
         if "block" in problem or "indentation" in problem:
             problem += " (check the indentation)"
         raise FileError(
@@ -109,15 +115,11 @@ def decode(path: str, text: str, message: Any, *, raw: bool = False) -> Decoded:
         ) from None
     except yaml.YAMLError as exc:
         raise FileError(path, f"syntax: {exc}") from None
+    except RecursionError:
+        raise FileError(path, "is nested too deeply to be a request") from None
     finally:
         if loader is not None:
             loader.dispose()
-    if node is None:
-        raise FileError(path, f"is empty; expected a {message.name} mapping")
-    assert loader is not None, "a node was composed"
-    walker = _Walker(path, raw, loader)
-    data = walker.message(node, message, "")
-    return Decoded(path, data, walker.lines)
 
 
 def top_level_keys(path: str, text: str) -> set[str]:
@@ -127,7 +129,7 @@ def top_level_keys(path: str, text: str) -> set[str]:
         text = text.replace("\t", " ")
     try:
         data = yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return set()
     return {str(k) for k in data} if isinstance(data, dict) else set()
 
