@@ -214,3 +214,14 @@ def test_push_checks_resource_names(run: Run, cluster_id: str, tmp_path: Path) -
         f"error: {path}:4: snapshot.scopes[0].guarantee.gpus: no resource 'gpus' in the "
         "snapshot; did you mean 'gpu'? (it has cpu, gpu, memory)"
     )
+
+
+def test_server_violations_point_at_the_line(run: Run, cluster_id: str, tmp_path: Path) -> None:
+    """The server's field path (`capacity["gpu"]`, snake_case) is mapped back to the file's line."""
+    path = tmp_path / "snap.yaml"
+    path.write_text("nodes:\n  - id: n\n    capacity:\n      cpu: 4\n      gpu: 1.5\n")
+    ran = run("push", str(path), "-c", cluster_id)
+    assert ran.code == 1
+    line = one_error_line(ran)
+    assert line.startswith(f"error: {path}:5: snapshot.nodes[0].capacity[")
+    assert line.endswith("1500 is not a multiple of 1000 (whole devices) (INVALID_ARGUMENT)")

@@ -191,7 +191,7 @@ def _line_of(decoded: Decoded | None, path: str) -> int:
     if decoded is None:
         return 0
     lines = {_norm(k): v for k, v in decoded.lines.items()}
-    path = _norm(re.sub(r"\[([^\]0-9][^\]]*)\]", r".\1", path))
+    path = _norm(re.sub(r"\[\"?([^\]0-9\"][^\]\"]*)\"?\]", r".\1", path))
     while path:
         if path in lines:
             return lines[path]
