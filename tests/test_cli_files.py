@@ -55,7 +55,7 @@ __all__ = ["demo", "no_ambient_cluster", "run"]  # fixtures used by name
         ),
         pytest.param(
             "bad.yaml",
-            "workloads: " + "[" * 3000 + "]" * 3000,
+            "workloads: " + "[" * 600 + "]" * 600,
             (),
             "bad.yaml: is nested too deeply to be a request",
             id="nested too deeply",

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 from google.protobuf import json_format
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from strata.policy.v1 import policy_service_pb2 as svc
 
@@ -79,6 +79,7 @@ AMOUNTS = st.dictionaries(
 )
 
 
+@settings(max_examples=40)  # each example dumps and reads YAML: keep the suite fast
 @given(AMOUNTS)
 def test_quantities_in_a_file_are_base_units_on_the_wire(amounts: dict[str, int]) -> None:
     """Any amount written as its quantity in a file reaches the request in base units."""
@@ -88,6 +89,7 @@ def test_quantities_in_a_file_are_base_units_on_the_wire(amounts: dict[str, int]
     assert decoded.data["workloads"][0]["request"] == {k: str(v) for k, v in amounts.items()}
 
 
+@settings(max_examples=40)  # each example dumps and reads YAML: keep the suite fast
 @given(AMOUNTS)
 def test_raw_files_keep_base_units(amounts: dict[str, int]) -> None:
     """With --raw, integers are base units, unchanged, in any field style."""
@@ -124,6 +126,7 @@ DOCS = st.recursive(
 )
 
 
+@settings(max_examples=40)  # each example dumps and reads YAML: keep the suite fast
 @given(st.dictionaries(KEYS, DOCS, max_size=4))
 def test_any_structure_is_a_request_or_one_file_error(doc: dict[str, Any]) -> None:
     """Mis-shaped requests are a FileError, never another error; what passes, protobuf takes."""
