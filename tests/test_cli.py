@@ -230,3 +230,24 @@ def test_kube_is_dispatched_with_its_arguments(
     monkeypatch.setitem(sys.modules, "strata_policy.kube.cli", None)
     assert main(["kube", "sync"]) == 1
     assert capsys.readouterr().err.startswith("error: kube is not available")
+
+
+@pytest.mark.parametrize(
+    "raw", [pytest.param((), id="quantities"), pytest.param(("--raw",), id="raw")]
+)
+def test_export_round_trips(run: Run, demo: str, tmp_path: Path, raw: tuple[str, ...]) -> None:
+    """ctl export writes a file ctl push takes back to the very same snapshot."""
+    exported = run("export", "-c", demo, *raw)
+    assert exported.code == 0, exported.err
+    path = tmp_path / "exported.yaml"
+    path.write_text(exported.out)
+    copy = f"{demo}-copy"
+    assert run("push", str(path), "-c", copy, *raw).code == 0
+
+    def snapshot(cluster: str) -> object:
+        return json.loads(run("get", "--snapshot", "-c", cluster, "-o", "json").out)["snapshot"]
+
+    assert snapshot(copy) == snapshot(demo)
+    assert "preemptible: false" in exported.out
+    if not raw:
+        assert "memory: 512Gi" in exported.out

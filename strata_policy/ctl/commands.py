@@ -118,6 +118,55 @@ def read_snapshot(file: str, *, raw: bool) -> Decoded:
     return decoded
 
 
+@ctl.command("export")
+@click.option("--raw", is_flag=True, help="amounts in base units (push it back with --raw)")
+@pass_session
+def export(session: Session, raw: bool) -> int:
+    """The cluster's snapshot as a file ``ctl push`` takes back: YAML in quantities (-o json)."""
+    cluster = session.require_cluster()
+    response = session.call("GetCluster", {"clusterId": cluster, "includeSnapshot": True})
+    snapshot = _prune(response.get("snapshot", {}))
+    if not raw:
+        snapshot = _as_quantities(snapshot)
+    if session.output == "json":
+        click.echo(json.dumps(snapshot, indent=1))
+    else:
+        click.echo(yaml.safe_dump(snapshot, sort_keys=False).rstrip("\n"))
+    return 0
+
+
+RESOURCE_MAPS = ("capacity", "guarantee", "limit", "request")
+
+
+def _as_quantities(value: Any, key: str = "") -> Any:
+    """Every resource map's amounts as quantities (``64``, ``256Gi``, ``0.5``)."""
+    if isinstance(value, dict):
+        if key in RESOURCE_MAPS:
+            return {k: format_quantity(k, int(v)) for k, v in value.items()}
+        return {k: _as_quantities(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_quantities(v, key) for v in value]
+    return value
+
+
+def _prune(value: Any, key: str = "") -> Any:
+    """Without empty fields and zero numbers (the response prints every field). Booleans stay
+    (``preemptible: false`` is not the default), and so do list items (``gpuDevices: [0]``) and
+    resource maps' zeros (an explicit ``guarantee: {gpu: 0}`` is not an absent one)."""
+    if isinstance(value, list):
+        return [_prune(v, key) for v in value]
+    if not isinstance(value, dict) or key in RESOURCE_MAPS:
+        return value
+    kept = {k: _prune(v, k) for k, v in value.items()}
+    return {k: v for k, v in kept.items() if not _empty(v)}
+
+
+def _empty(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    return value in ({}, [], "", "0") or (isinstance(value, int | float) and value == 0)
+
+
 @ctl.command("delete")
 @pass_session
 def delete(session: Session) -> int:
