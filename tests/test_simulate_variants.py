@@ -13,6 +13,7 @@ from strata_policy.errors import InvalidArgument
 from strata_policy.model.resources import GPU
 from strata_policy.simulate.cli import build_jobs, parse_variants
 from strata_policy.simulate.policies import parse_policy
+from strata_policy.simulate.report import Summary
 from strata_policy.simulate.sweep import ReplayJob, run_job
 from strata_policy.simulate.trace import TimedWorkload, Trace, load_trace
 from strata_policy.simulate.variants import (
@@ -204,3 +205,23 @@ def test_run_job_replays_the_variant() -> None:
     )
     result = run_job(job)
     assert result.trace == "openb_pod_list_default+gpuspec33"
+
+
+@pytest.mark.parametrize(
+    ("trace", "policy", "want"),
+    [
+        pytest.param("openb_pod_list_default", "FRAGMENTATION_AWARE", 95.39, id="default trace"),
+        pytest.param(
+            "openb_pod_list_default+gpuspec33", "FRAGMENTATION_AWARE:paper", 94.55, id="variant"
+        ),
+        pytest.param("openb_pod_list_default+gpuspec33", "RANDOM", None, id="FGD only"),
+        pytest.param("other+gpuspec33", "FRAGMENTATION_AWARE", None, id="other base trace"),
+        pytest.param(
+            "openb_pod_list_default+gpuspec7", "FRAGMENTATION_AWARE", None, id="unpublished"
+        ),
+    ],
+)
+def test_paper_figure_beside_variants(trace: str, policy: str, want: float | None) -> None:
+    """The table shows the paper's FGD figure for the variants it published, and only those."""
+    s = Summary(trace, policy, (42,), (0.0,), (0.0,), 0.0, 0.0, 0.0, 1.0)
+    assert s.paper_130 == want
