@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 import structlog
+from google.rpc import error_details_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -47,8 +48,13 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("strata.server")
 SERVICE_NAME = SERVICE.full_name
-# Error-detail types a status can carry: served over reflection so clients can decode them.
-DETAIL_TYPES = ("google.rpc.ErrorInfo", "google.rpc.BadRequest", "google.rpc.RetryInfo")
+# Error-detail types a status can carry (``status.to_status``): reflection serves any type of
+# the default pool, where importing error_details_pb2 puts them, so clients that resolve a
+# status's details over reflection (grpcurl) decode them.
+DETAIL_TYPES = tuple(
+    error_details_pb2.DESCRIPTOR.message_types_by_name[name].full_name
+    for name in ("ErrorInfo", "BadRequest", "RetryInfo")
+)
 WARMUP_LOG_SECONDS = 5.0
 MAX_STREAMS_PER_CONNECTION = 1024
 T = TypeVar("T")
