@@ -68,7 +68,7 @@ print(json.dumps(counts))
 """
 
 
-def throughput(rounds: int = 3, seconds: float = 2.0, gap: float = 0.3) -> dict[str, list[float]]:
+def throughput(rounds: int = 8, seconds: float = 1.0, gap: float = 0.1) -> dict[str, list[float]]:
     """Calls/s of each kind per round, summed over the ``CLIENTS`` client processes."""
     kinds = [k for _ in range(rounds) for k in KINDS]
     with _served() as (port, channel):

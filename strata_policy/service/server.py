@@ -107,6 +107,8 @@ class Server:
             self.health, self._aio, self.port = self._on_loop(self._build(credentials))
         except BaseException:
             self._close_loop()
+            if self.journal is not None:
+                self.journal.close()
             raise
         self.grpc = LoopServer(self)
 
