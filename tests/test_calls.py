@@ -113,6 +113,7 @@ def test_undecodable_bytes_are_invalid_argument(
     exc = raw_call(channel, method, data)
     assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT, exc.details()
     assert error_info(exc).reason == "INVALID_ARGUMENT"
+    assert f"{method}Request: the request's bytes do not parse" in (exc.details() or "")
     observer = small.gate.observer
     assert isinstance(observer, Recorder)
     deadline = time.monotonic() + 5  # observed just after the answer is sent

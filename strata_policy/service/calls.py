@@ -79,7 +79,7 @@ class Undecodable:
         if isinstance(self.error, StrataError):
             return self.error
         why = str(self.error) or type(self.error).__name__
-        return InvalidArgument.one("", f"the request is not a valid {message_name}: {why}")
+        return InvalidArgument.one(message_name, f"the request's bytes do not parse ({why})")
 
 
 def tolerant(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
