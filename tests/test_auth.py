@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
@@ -12,8 +10,9 @@ from typing import Any
 
 import grpc
 import pytest
+from gate_server import serve_gate
 from google.rpc import error_details_pb2
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -85,26 +84,8 @@ def server() -> Iterator[tuple[grpc.Channel, Recorder]]:
         Slots(16),
         tokens=TokenTable.from_dict(TOKENS),
     )
-    gate.ready = True
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    async def build() -> tuple[grpc.aio.Server, int]:
-        srv = grpc.aio.server()
-        srv.add_generic_rpc_handlers((gate,))
-        health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), srv)
-        port = srv.add_insecure_port("127.0.0.1:0")
-        await srv.start()
-        return srv, port
-
-    srv, port = asyncio.run_coroutine_threadsafe(build(), loop).result()
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    yield channel, recorder
-    channel.close()
-    asyncio.run_coroutine_threadsafe(srv.stop(None), loop).result()
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join()
+    with serve_gate(gate) as channel:
+        yield channel, recorder
 
 
 def call(channel: grpc.Channel, method: str, request: Any, token: str | None) -> grpc.StatusCode:

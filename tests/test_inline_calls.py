@@ -7,11 +7,16 @@ or dry run, success or error, must be the same bytes.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
+from concurrent import futures
 from typing import Any
 
 import grpc
 import pytest
+from gate_server import serve_gate
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strata.policy.v1 import policy_service_pb2 as svc
@@ -19,9 +24,10 @@ from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.model import Scope, Snapshot
 from strata_policy.service import convert
-from strata_policy.service.calls import INLINE, dry_runs_only
+from strata_policy.service.calls import INLINE, INLINE_BATCH, CallGate, Slots, dry_runs_only
 from strata_policy.service.config import ServerConfig
 from strata_policy.service.server import Server
+from strata_policy.service.servicer import SERVICE
 from strata_policy.testing import node
 
 PATH = "/strata.policy.v1.PolicyService/"
@@ -124,3 +130,46 @@ def test_which_calls_run_on_the_loop(rules: Any, request_: Any, inline: bool) ->
     """Small batches only, and with a journal only dry runs."""
     method = type(request_).__name__.removesuffix("Request")
     assert rules[method](request_) is inline
+
+
+def test_a_cancelled_job_keeps_its_slot_and_cluster_until_it_ends() -> None:
+    """A call cancelled while its job runs on a worker: the slot stays taken and the cluster
+    stays off the fast path until the job ends, so no loop call waits on its lock."""
+    release = threading.Event()
+    ran: list[int] = []
+
+    def admit(request: Any, context: Any) -> svc.AdmitResponse:
+        ran.append(len(request.workloads))
+        if len(request.workloads) > INLINE_BATCH:
+            release.wait(20)  # a long engine call
+        return svc.AdmitResponse(generation=1)
+
+    handler = grpc.unary_unary_rpc_method_handler(
+        admit,
+        request_deserializer=svc.AdmitRequest.FromString,
+        response_serializer=svc.AdmitResponse.SerializeToString,
+    )
+    gate = CallGate({"Admit": handler}, SERVICE, futures.ThreadPoolExecutor(1), Slots(4))
+    big = svc.AdmitRequest(cluster_id="c", workloads=[pb.Workload()] * (INLINE_BATCH + 1))
+    small = svc.AdmitRequest(cluster_id="c", workloads=[pb.Workload()])
+    with serve_gate(gate) as channel, futures.ThreadPoolExecutor(1) as client:
+        call = channel.unary_unary(
+            PATH + "Admit",
+            request_serializer=svc.AdmitRequest.SerializeToString,
+            response_deserializer=svc.AdmitResponse.FromString,
+        )
+        with pytest.raises(grpc.RpcError) as expired:
+            call(big, timeout=0.5)
+        assert expired.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert (gate.slots.in_use, dict(gate._busy)) == (1, {"c": 1})
+        answer = client.submit(call, small, timeout=20)  # queued behind the long job
+        health = health_pb2_grpc.HealthStub(channel)
+        health.Check(health_pb2.HealthCheckRequest(), timeout=2)  # the loop is free
+        assert not answer.done()
+        release.set()
+        assert answer.result().generation == 1
+        deadline = time.monotonic() + 5
+        while gate.slots.in_use and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (gate.slots.in_use, dict(gate._busy)) == (0, {})
+    assert ran == [INLINE_BATCH + 1, 1]

@@ -11,19 +11,22 @@ worker threads (``--workers``; the kernels release the GIL). A call goes through
    ``RetryInfo``, instead of blocking until start-up is done;
 4. **authorize** the token for the request's cluster and method: PERMISSION_DENIED;
 5. **take a slot** of ``--max-concurrent-rpcs``, or RESOURCE_EXHAUSTED naming the limit;
-6. **run** the servicer method on an engine worker; the slot is given back when the method
-   returns, fails, or the call is cancelled (a job still queued for a worker is then dropped).
+6. **run** the servicer method on the loop (small calls, ``INLINE``) or an engine worker; the
+   slot is given back when that work ends, or when the call is cancelled while its job still
+   waits for a worker (the job is then dropped).
 
-A slot is therefore held only while a handler runs: undecodable bytes, requests gRPC refuses for
-size, calls cancelled or past their deadline before they start, never take one, and a slot can
-never leak. Streams (server reflection, health Watch) and Health/Check are served on the loop and
-never hold an engine worker. Every PolicyService call, refused or not, ends in one log line and
-one metrics observation with its status code, written after the answer is sent.
+A slot is therefore held only while a handler's work runs or waits for a worker: undecodable
+bytes, requests gRPC refuses for size, calls cancelled or past their deadline before they start,
+never take one, and a slot can never leak. Streams (server reflection, health Watch) and
+Health/Check are served on the loop and never hold an engine worker. Every PolicyService call,
+refused or not, ends in one log line and one metrics observation with its status code, written
+after the answer is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
@@ -273,22 +276,33 @@ class CallGate(GenericHandler):
             raise SizeLimitExceeded(
                 "max_concurrent_rpcs", self.slots.in_use + 1, self.slots.maximum
             )
-        try:
-            cluster_id: str = getattr(request, "cluster_id", "")
-            small = self.inline.get(method.short)
-            if small is not None and small(request) and cluster_id not in self._busy:
-                return behaviour(request, CAPTURE)  # the fast path: see ``INLINE``
-            self._busy[cluster_id] = self._busy.get(cluster_id, 0) + 1
+        cluster_id: str = getattr(request, "cluster_id", "")
+        small = self.inline.get(method.short)
+        if small is not None and small(request) and cluster_id not in self._busy:
             try:
-                loop = asyncio.get_running_loop()
-                return await loop.run_in_executor(self.executor, behaviour, request, CAPTURE)
+                return behaviour(request, CAPTURE)  # the fast path: see ``INLINE``
             finally:
-                if self._busy[cluster_id] == 1:
-                    del self._busy[cluster_id]
-                else:
-                    self._busy[cluster_id] -= 1
-        finally:
-            self.slots.give()
+                self.slots.give()
+        # On a worker, the slot and the cluster's busy mark last as long as the job, not the
+        # call: a call cancelled while its job runs must not let a fast-path call on the same
+        # cluster wait for that job's lock on the loop, nor free a slot while the work goes on.
+        self._busy[cluster_id] = self._busy.get(cluster_id, 0) + 1
+        try:
+            job = self.executor.submit(behaviour, request, CAPTURE)
+        except BaseException:  # the pool is shut down
+            self._job_done(cluster_id)
+            raise
+        loop = asyncio.get_running_loop()
+        job.add_done_callback(lambda _: _on_loop(loop, self._job_done, cluster_id))
+        return await asyncio.wrap_future(job, loop=loop)  # cancelling it drops a queued job
+
+    def _job_done(self, cluster_id: str) -> None:
+        """A worker's job ended (or was dropped before it ran): its slot and busy mark go."""
+        if self._busy[cluster_id] == 1:
+            del self._busy[cluster_id]
+        else:
+            self._busy[cluster_id] -= 1
+        self.slots.give()
 
     def _refuse(self, method: Method, exc: StrataError) -> Handler:
         """A handler that ends the call with ``exc`` without reading the request's bytes."""
@@ -314,6 +328,12 @@ class CallGate(GenericHandler):
         )
         if self.observer is not None:
             self.observer.observe_rpc(method, code.name, seconds)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[str], None], arg: str) -> None:
+    """Run ``fn(arg)`` on ``loop`` from any thread; nothing once the loop is closed (shutdown)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(fn, arg)
 
 
 def _raw(data: bytes) -> bytes:
