@@ -261,7 +261,13 @@ def serve(config: ServerConfig) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    server.start()
+    try:
+        server.start()
+    except BaseException:  # a damaged journal, say: close the port and the journal first
+        server.grpc.stop(0)
+        if server.journal is not None:
+            server.journal.close()
+        raise
     stopping.wait()
     server.stop()
     return 0
