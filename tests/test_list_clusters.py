@@ -7,13 +7,15 @@ from concurrent import futures
 
 import grpc
 import pytest
+from gate_server import serve_gate_at
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 
 from strata_policy.engine import Engine
-from strata_policy.service.auth import TokenAuthInterceptor, TokenTable
+from strata_policy.service.auth import TokenTable
+from strata_policy.service.calls import CallGate, Slots
 from strata_policy.service.client import Client
-from strata_policy.service.servicer import PolicyServicer, add_to_server
+from strata_policy.service.servicer import SERVICE, PolicyServicer, method_handlers
 from strata_policy.testing import node, scope, snapshot
 
 OPS, TEAM_A, VIEWER = "ops-token-0001", "team-a-token-01", "viewer-token-01"
@@ -34,15 +36,15 @@ def address() -> Iterator[str]:
     engine.push_snapshot("a", snapshot([node("n1"), node("n2")], [scope("s"), scope("t")]))
     engine.push_snapshot("b", snapshot([node("n1")], []))
     engine.push_snapshot("b", snapshot([node("n1")], [scope("s")]))
-    srv = grpc.server(
+    gate = CallGate(
+        method_handlers(PolicyServicer(engine)),
+        SERVICE,
         futures.ThreadPoolExecutor(max_workers=2),
-        interceptors=[TokenAuthInterceptor(TokenTable.from_dict(TOKENS))],
+        Slots(16),
+        tokens=TokenTable.from_dict(TOKENS),
     )
-    add_to_server(PolicyServicer(engine), srv)
-    port = srv.add_insecure_port("127.0.0.1:0")
-    srv.start()
-    yield f"127.0.0.1:{port}"
-    srv.stop(None)
+    with serve_gate_at(gate) as address:
+        yield address
 
 
 @pytest.mark.parametrize(

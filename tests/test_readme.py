@@ -20,12 +20,13 @@ from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
 
-import grpc
 import pytest
+from gate_server import serve_gate_at
 
 from strata_policy.cli import main
 from strata_policy.engine import Engine
-from strata_policy.service.servicer import PolicyServicer, add_to_server
+from strata_policy.service.calls import CallGate, Slots
+from strata_policy.service.servicer import SERVICE, PolicyServicer, method_handlers
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -35,12 +36,14 @@ CONSOLE = re.compile(r"```console\n(.*?)```", flags=re.S)
 @pytest.fixture(scope="module")
 def address() -> Iterator[str]:
     """A server of the README's own, so `ctl clusters` lists only what the README pushed."""
-    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    add_to_server(PolicyServicer(Engine(clock=lambda: 1_000)), srv)
-    port = srv.add_insecure_port("127.0.0.1:0")
-    srv.start()
-    yield f"127.0.0.1:{port}"
-    srv.stop(None)
+    gate = CallGate(
+        method_handlers(PolicyServicer(Engine(clock=lambda: 1_000))),
+        SERVICE,
+        futures.ThreadPoolExecutor(max_workers=2),
+        Slots(16),
+    )
+    with serve_gate_at(gate) as address:
+        yield address
 
 
 def _session(

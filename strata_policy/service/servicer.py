@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 import structlog
@@ -34,6 +34,7 @@ log = structlog.get_logger("strata.service")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 Handler = Callable[["PolicyServicer", Req, grpc.ServicerContext], Resp]
+SERVICE = svc.DESCRIPTOR.services_by_name["PolicyService"]
 
 
 def _errors_to_status(fn: Handler[Req, Resp]) -> Handler[Req, Resp]:
@@ -235,13 +236,14 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
         )
 
 
-def add_to_server(servicer: PolicyServicer, server: grpc.Server) -> None:
-    """Register ``servicer`` as the generated ``add_PolicyServiceServicer_to_server`` does,
-    except for Place, whose handler reads the request's bytes itself (``wire.decode_place``),
-    and Place and Admit answer bytes (``results.columnar_bytes``, ``results.response_bytes``);
-    clients see the same messages and errors."""
+def method_handlers(servicer: PolicyServicer) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+    """Each method's handler, as the generated ``add_PolicyServiceServicer_to_server`` builds
+    them, except for Place, whose handler reads the request's bytes itself
+    (``wire.decode_place``), and Place and Admit answer bytes (``results.columnar_bytes``,
+    ``results.response_bytes``); clients see the same messages and errors. The server serves
+    them through ``calls.CallGate``."""
     handlers = {}
-    for method in svc.DESCRIPTOR.services_by_name["PolicyService"].methods:
+    for method in SERVICE.methods:
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
             getattr(servicer, method.name),
             request_deserializer=GetMessageClass(method.input_type).FromString,
@@ -255,6 +257,4 @@ def add_to_server(servicer: PolicyServicer, server: grpc.Server) -> None:
         request_deserializer=svc.AdmitRequest.FromString,
         response_serializer=encoded_data,
     )
-    name = svc.DESCRIPTOR.services_by_name["PolicyService"].full_name
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
-    server.add_registered_method_handlers(name, handlers)  # type: ignore[attr-defined]  # grpc-stubs lag
+    return handlers
