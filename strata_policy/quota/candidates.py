@@ -8,12 +8,19 @@ under the *level* ``k`` with ``s' = path(s)[k]``.
 - **Priority candidates**: ``v`` preemptible, in the subtree of the blocking scope (the deepest
   failing limit, or ``s``), priority strictly below ``w``'s.
 - **Reclaim candidates** (only when no limit on the path fails): ``v`` preemptible, in another
-  branch than ``s`` (``t`` neither in ``s``'s subtree nor on its path), ``t'`` above ``G(t')``
-  on a resource ``w`` is short of and ``v`` uses, and the claimant rule *could* hold at its
+  branch than ``s`` (``t`` neither in ``s``'s subtree nor on its path), ``v`` *exposed* on a
+  resource ``w`` is short of and ``v`` uses, and the claimant rule *could* hold at its
   level: ``usage(s')[r] + q[r] − Σ candidates inside s'[r] ≤ G(s')[r]`` for every short ``r``.
   "Candidates inside ``s'``" are the priority candidates (all inside ``s``) and the reclaim
   candidates of deeper levels, so the levels are judged bottom-up: a level that fails the test
   frees nothing for the levels above it.
+- **Exposed** on ``r``: ``t'`` holds more than ``G(t')`` of ``r`` (DESIGN §2), and so does every
+  scope ``y`` between ``t'`` and ``t`` (``t`` included) — unless ``y``'s parent is
+  oversubscribed on ``r``. A scope within its guarantee protects its whole subtree at every
+  level above it: a team guaranteed 64 GPUs under an organisation that others overfill keeps
+  them (Kueue likewise only preempts from a ClusterQueue above its nominal quota). Where a
+  parent sets a guarantee below its children's sum, its children share less than they were
+  promised, so being within their own does not protect them there.
 
 The two kinds are disjoint: with no failing limit the blocking scope is ``s`` and its subtree is
 ``s``'s own branch; with one, reclaim candidates are not considered. Order: reclaim before
@@ -33,14 +40,14 @@ from strata_policy.quota.tree import QuotaTree
 class Candidate:
     """A running workload in the order, with what evicting it frees.
 
-    ``level`` is the index on ``s``'s path of ``s'`` and ``lender`` is ``t'`` (reclaim
-    candidates only; -1 and "" for priority candidates)."""
+    ``level`` is the index on ``s``'s path of ``s'`` and ``chain`` the path of ``t`` up to
+    ``t'`` (reclaim candidates only; -1 and () for priority candidates)."""
 
     running: RunningWorkload
     reason: VictimReason
     total: Mapping[str, int]
     level: int = -1
-    lender: str = ""
+    chain: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -59,7 +66,7 @@ class _Where:
 
     in_blocking: bool  # t is in the subtree of the blocking scope
     level: int = -1  # index of s' on s's path; -1 when t is in s's own branch
-    lender: str = ""  # t'
+    chain: tuple[str, ...] = ()  # t's path up to t'
 
 
 def ordered_candidates(
@@ -81,7 +88,7 @@ def ordered_candidates(
     s_index = {sid: i for i, sid in enumerate(s_path)}
     q = {r: a * workload.replicas for r, a in workload.request.items() if a > 0}
     where: dict[str, _Where] = {}
-    over: dict[str, frozenset[str]] = {}  # t' -> short resources it holds above G(t')
+    exposed_in: dict[str, frozenset[str]] = {}  # t -> short resources its work is exposed on
     priority: list[Candidate] = []
     reclaim: list[Candidate] = []
     for rw in running.values():  # O(running): per workload only cached per-scope facts
@@ -95,13 +102,13 @@ def ordered_candidates(
             total = {r: a * v.replicas for r, a in v.request.items() if a > 0}
             priority.append(Candidate(rw, VictimReason.LOWER_PRIORITY, total))
         elif at.level >= 0:
-            lent = over.get(at.lender)
+            lent = exposed_in.get(v.scope_id)
             if lent is None:
-                lent = over[at.lender] = lender_over(tree, at.lender, short)
+                lent = exposed_in[v.scope_id] = exposed(tree, at.chain, short)
             if lent and any(v.request.get(r, 0) > 0 for r in lent):
                 total = {r: a * v.replicas for r, a in v.request.items() if a > 0}
                 reclaim.append(
-                    Candidate(rw, VictimReason.RECLAIM_BORROWED, total, at.level, at.lender)
+                    Candidate(rw, VictimReason.RECLAIM_BORROWED, total, at.level, at.chain)
                 )
     if reclaim:
         reclaim = _claimable(tree, s_path, q, short, priority, reclaim)
@@ -120,11 +127,21 @@ def claimant_over(
     return frozenset(r for r in short if usage.get(r, 0) + q.get(r, 0) > g.get(r, 0))
 
 
-def lender_over(tree: QuotaTree, lender: str, short: frozenset[str]) -> frozenset[str]:
-    """The resources of ``short`` on which ``lender`` (``t'``) holds more than ``G(t')`` now."""
-    usage = tree.usages[lender]
-    g = tree.effective_guarantees[lender]
-    return frozenset(r for r in short if usage.get(r, 0) > g.get(r, 0))
+def exposed(tree: QuotaTree, chain: tuple[str, ...], short: frozenset[str]) -> frozenset[str]:
+    """The resources of ``short`` on which work in ``chain[0]`` is exposed now (see the module
+    docstring); ``chain`` is the path from ``t`` up to ``t'``. O(depth × resources)."""
+    usages, effective = tree.usages, tree.effective_guarantees
+    out: set[str] = set()
+    for r in short:
+        for i, sid in enumerate(chain):
+            if usages[sid].get(r, 0) > effective[sid].get(r, 0):
+                continue
+            if i + 1 < len(chain) and r in tree.oversubscribed(chain[i + 1]):
+                continue
+            break  # within G(sid) on r and not shared less: protected
+        else:
+            out.add(r)
+    return frozenset(out)
 
 
 def _claimable(
@@ -177,8 +194,8 @@ def _where(
         if i is not None:  # sid is the lowest common ancestor c
             if i == 0 or j == 0:  # t below s, or s below t: the same branch
                 return _Where(in_blocking)
-            return _Where(in_blocking, i - 1, t_path[j - 1])
-    return _Where(in_blocking, len(s_index) - 1, t_path[-1])  # they meet at the virtual root
+            return _Where(in_blocking, i - 1, t_path[:j])
+    return _Where(in_blocking, len(s_index) - 1, t_path)  # they meet at the virtual root
 
 
 def _order_key(c: Candidate) -> tuple[int, int, str]:

@@ -14,8 +14,9 @@ The walk (candidates and their order: ``quota.candidates``):
    state, so the claimant's own lower-priority victims count — and (when asked) ``w`` is placed.
 3. **Greedy walk.** Take candidates in order until the set makes room. A candidate is passed
    over when it uses none of the *still-short* resources (taking it cannot help), and a reclaim
-   candidate also when its ``t'`` is, at that moment, no longer above ``G(t')`` on a still-short
-   resource it uses (a lender is never taken below what it is guaranteed).
+   candidate also when it is, at that moment, no longer exposed on a still-short resource it
+   uses (its ``t'`` above ``G(t')``, ``quota.candidates``): a lender is never taken below what
+   it is guaranteed.
 4. **Put back.** Walk the chosen victims from last to first and put back every one without which
    the rest still make room; repeat the walk until it puts none back. So every returned victim
    is needed (**minimal**: putting back any one leaves a set that does not make room).
@@ -43,7 +44,7 @@ from strata_policy.model.resources import Resources
 from strata_policy.quota.candidates import (
     Candidate,
     claimant_over,
-    lender_over,
+    exposed,
     ordered_candidates,
 )
 from strata_policy.quota.check import (
@@ -156,7 +157,7 @@ class _Walk:
             if not any(r in short for r in cand.total):
                 continue
             if cand.reclaim and not any(
-                r in cand.total for r in lender_over(self.tree, cand.lender, short)
+                r in cand.total for r in exposed(self.tree, cand.chain, short)
             ):
                 continue
             self.tree.refund(cand.running.workload.scope_id, cand.total)
