@@ -22,20 +22,46 @@ def amounts(max_value: int) -> st.SearchStrategy[dict[str, int]]:
 @st.composite
 def worlds(draw: st.DrawFn) -> tuple[list[Scope], list[RunningWorkload], dict[str, int]]:
     """A random forest of scopes (guarantees set on some, absent on others, a few limits),
-    running workloads admitted within the limits, and a capacity they may overfill."""
+    running workloads, and a capacity they fill but for a little slack, so that pending work
+    is often short and Reclaim has to choose."""
     scopes: list[Scope] = []
-    for i in range(draw(st.integers(1, 6))):
-        parent = draw(st.sampled_from(["", *(s.id for s in scopes)]))
-        guarantee = draw(st.one_of(st.just({}), amounts(8)))
+    for i in range(draw(st.integers(2, 6))):  # two top-level branches at least
+        parent = draw(st.sampled_from(["", *(s.id for s in scopes)])) if i > 1 else ""
+        both = st.fixed_dictionaries({r: st.integers(0, 10) for r in RESOURCES})
+        guarantee = draw(st.one_of(st.just({}), amounts(10), both, both))
         limit = draw(st.one_of(st.just({}), st.just({}), amounts(16)))
         limit = {r: max(a, guarantee.get(r, 0)) for r, a in limit.items()}
         scopes.append(Scope(f"s{i}", parent, "", guarantee, limit))
     running = [
         RunningWorkload(workload(draw, scopes, f"v{n}"), admitted_at_ms=draw(st.integers(0, 3)))
-        for n in range(draw(st.integers(0, 8)))
+        for n in range(draw(st.integers(1, 10)))
     ]
-    capacity = draw(st.fixed_dictionaries({r: st.integers(0, 20) for r in RESOURCES}))
-    return scopes, running, capacity
+    used = {r: sum(rw.workload.total.get(r, 0) for rw in running) for r in RESOURCES}
+    slack = draw(st.fixed_dictionaries({r: st.integers(0, 2) for r in RESOURCES}))
+    return scopes, running, {r: used[r] + slack[r] for r in RESOURCES}  # full, or nearly
+
+
+@st.composite
+def contested(draw: st.DrawFn) -> tuple[list[Scope], list[RunningWorkload], dict[str, int]]:
+    """A claimant branch ``c`` (guaranteed, maybe with a guaranteed team ``ct``) beside a
+    lender branch ``l`` (no guarantee, maybe a team ``lt``) and another guaranteed ``o``, all
+    holding work in a full cluster: the shapes where the claimant rule and the skip rule bite.
+    """
+    both = st.fixed_dictionaries({r: st.integers(0, 10) for r in RESOURCES})
+    scopes = [
+        Scope("c", "", "", draw(both)),
+        Scope("ct", "c", "", draw(st.one_of(st.just({}), both))),
+        Scope("l", "", "", {}),
+        Scope("lt", "l", "", draw(st.one_of(st.just({}), amounts(4)))),
+        Scope("o", "", "", draw(both)),
+    ]
+    running = [
+        RunningWorkload(workload(draw, scopes, f"v{n}"), admitted_at_ms=draw(st.integers(0, 3)))
+        for n in range(draw(st.integers(1, 8)))
+    ]
+    used = {r: sum(rw.workload.total.get(r, 0) for rw in running) for r in RESOURCES}
+    slack = draw(st.fixed_dictionaries({r: st.integers(0, 2) for r in RESOURCES}))
+    return scopes, running, {r: used[r] + slack[r] for r in RESOURCES}
 
 
 def workload(draw: st.DrawFn, scopes: list[Scope], wid: str) -> Workload:
@@ -43,11 +69,21 @@ def workload(draw: st.DrawFn, scopes: list[Scope], wid: str) -> Workload:
     return Workload(
         id=wid,
         scope_id=draw(st.sampled_from([s.id for s in scopes])),
-        request=draw(amounts(5)),
+        request=draw(amounts(3)),
         replicas=draw(st.integers(1, 2)),
         priority=draw(st.integers(0, 3)),
         preemptible=draw(st.sampled_from([True, True, True, False])),
     )
+
+
+def pending(data: st.DataObject, scopes: list[Scope]) -> Workload:
+    """The workload that needs room: it asks for something, often in a guaranteed scope."""
+    guaranteed = [s.id for s in scopes if s.guarantee] or [s.id for s in scopes]
+    scope_id = data.draw(st.sampled_from([s.id for s in scopes] + guaranteed * 2))
+    request = data.draw(
+        st.dictionaries(st.sampled_from(RESOURCES), st.integers(1, 4), min_size=1, max_size=2)
+    )
+    return Workload("w", scope_id, request, priority=data.draw(st.integers(0, 4)))
 
 
 def tree_of(scopes: list[Scope], running: list[RunningWorkload]) -> QuotaTree:
@@ -64,13 +100,13 @@ def named(victims: list[Cand]) -> list[tuple[str, str]]:
 
 
 @SETTINGS
-@given(world=worlds(), data=st.data())
+@given(world=st.one_of(worlds(), contested()), data=st.data())
 def test_reclaim_equals_its_naive_twin(
     world: tuple[list[Scope], list[RunningWorkload], dict[str, int]], data: st.DataObject
 ) -> None:
     """find_victims gives the naive twin's answer: satisfiable or not, same victims, reasons."""
     scopes, running, capacity = world
-    w = workload(data.draw, scopes, "w")
+    w = pending(data, scopes)
     plan = find_victims(
         tree_of(scopes, running), {rw.workload.id: rw for rw in running}, w, capacity
     )
@@ -81,7 +117,7 @@ def test_reclaim_equals_its_naive_twin(
 
 
 @SETTINGS
-@given(world=worlds(), data=st.data())
+@given(world=st.one_of(worlds(), contested()), data=st.data())
 def test_reclaim_is_complete_and_minimal(
     world: tuple[list[Scope], list[RunningWorkload], dict[str, int]], data: st.DataObject
 ) -> None:
@@ -89,7 +125,7 @@ def test_reclaim_is_complete_and_minimal(
     every priority candidate alone does, Reclaim is satisfiable. MINIMAL: its victims make
     room, and putting back any one of them leaves a set that does not."""
     scopes, running, capacity = world
-    w = workload(data.draw, scopes, "w")
+    w = pending(data, scopes)
     naive = World({s.id: s for s in scopes}, running, capacity)
     plan = find_victims(
         tree_of(scopes, running), {rw.workload.id: rw for rw in running}, w, capacity
@@ -111,7 +147,7 @@ def test_reclaim_is_complete_and_minimal(
 
 
 @SETTINGS
-@given(world=worlds(), data=st.data())
+@given(world=st.one_of(worlds(), contested()), data=st.data())
 def test_admit_agrees_with_dry_run_reclaim(
     world: tuple[list[Scope], list[RunningWorkload], dict[str, int]], data: st.DataObject
 ) -> None:
@@ -119,7 +155,7 @@ def test_admit_agrees_with_dry_run_reclaim(
     satisfiable, with the same victims, LIMIT_EXCEEDED first when a limit fails; one that fits
     is ADMITTED and Reclaim is satisfiable with no victims."""
     scopes, running, capacity = world
-    w = workload(data.draw, scopes, "w")
+    w = pending(data, scopes)
     tree = tree_of(scopes, running)
     by_id = {rw.workload.id: rw for rw in running}
     result = decide_admit(tree, by_id, w, capacity)
