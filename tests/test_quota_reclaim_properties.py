@@ -43,13 +43,15 @@ def worlds(draw: st.DrawFn) -> tuple[list[Scope], list[RunningWorkload], dict[st
 
 @st.composite
 def contested(draw: st.DrawFn) -> tuple[list[Scope], list[RunningWorkload], dict[str, int]]:
-    """A claimant branch ``c`` (guaranteed, maybe with a guaranteed team ``ct``) beside a
-    lender branch ``l`` (no guarantee, maybe a team ``lt``) and another guaranteed ``o``, all
-    holding work in a full cluster: the shapes where the claimant rule and the skip rule bite.
-    """
+    """A claimant branch ``c`` (guaranteed, maybe limited, maybe with a guaranteed team
+    ``ct``) beside a lender branch ``l`` (no guarantee, maybe a team ``lt``) and another
+    guaranteed ``o``, all holding work in a full cluster: the shapes where the claimant rule,
+    the skip rule and a limit's priority candidates bite."""
     both = st.fixed_dictionaries({r: st.integers(0, 10) for r in RESOURCES})
+    guarantee = draw(both)
+    limit = draw(st.one_of(st.just({}), amounts(12)))
     scopes = [
-        Scope("c", "", "", draw(both)),
+        Scope("c", "", "", guarantee, {r: max(a, guarantee[r]) for r, a in limit.items()}),
         Scope("ct", "c", "", draw(st.one_of(st.just({}), both))),
         Scope("l", "", "", {}),
         Scope("lt", "l", "", draw(st.one_of(st.just({}), amounts(4)))),
