@@ -177,10 +177,19 @@ def makes_room(world: World, w: Workload, short: set[str], taken: list[Cand]) ->
 
 
 def walk(world: World, w: Workload) -> tuple[set[str], list[Cand] | None]:
-    """S and the greedy walk's victims after the put-back walks (None: not satisfiable)."""
+    """S and the greedy walk's victims after the put-back walks (None: not satisfiable); when
+    the walk over every candidate fails, the walk over the priority candidates alone."""
     short, order = candidates(world, w)
     if not short:
         return short, []
+    found = walk_over(world, w, short, order)
+    if found is None and any(c.reason == RECLAIM for c in order):
+        found = walk_over(world, w, short, [c for c in order if c.reason == LOWER])
+    return short, found
+
+
+def walk_over(world: World, w: Workload, short: set[str], order: list[Cand]) -> list[Cand] | None:
+    """The greedy walk over ``order`` and the put-back walks (None: no room made)."""
     taken: list[Cand] = []
     left = set(short)
     for c in order:
@@ -197,7 +206,7 @@ def walk(world: World, w: Workload) -> tuple[set[str], list[Cand] | None]:
         if not left:
             break
     if left:
-        return short, None
+        return None
     again = True
     while again:
         again = False
@@ -206,4 +215,4 @@ def walk(world: World, w: Workload) -> tuple[set[str], list[Cand] | None]:
             if makes_room(world, w, short, rest):
                 taken = rest
                 again = True
-    return short, taken
+    return taken

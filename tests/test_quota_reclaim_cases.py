@@ -133,6 +133,26 @@ CASES = [
     ),
     pytest.param(
         Case(
+            [
+                scope("org1", guarantee=gpus(4)),
+                scope("a", parent="org1", guarantee=gpus(2)),
+                scope("b", parent="org1", guarantee=gpus(4)),
+                scope("org2"),
+            ],
+            [
+                held("b2", "b", 4, 1),
+                held("p", "a", 2, 2),
+                held("b1", "b", 2, 5),
+                held("x", "org2", 2, 6),
+            ],
+            pending("a", 2, priority=5),
+            [("p", LOWER)],
+            gpus(10),
+        ),
+        id="claimant rule unmet after the walk: own lower-priority work alone makes room",
+    ),
+    pytest.param(
+        Case(
             [scope("a", guarantee=gpus(8)), scope("b", guarantee=gpus(8))],
             [held("b2", "b", 4, 1), held("b1", "b", 6, 2)],
             pending("a", 8),

@@ -20,10 +20,16 @@ The walk (candidates and their order: ``quota.candidates``):
 4. **Put back.** Walk the chosen victims from last to first and put back every one without which
    the rest still make room; repeat the walk until it puts none back. So every returned victim
    is needed (**minimal**: putting back any one leaves a set that does not make room).
-5. **All or nothing.** If the walk ends without making room, no victim is returned and the
-   reasons say what stays short. The walk stops as soon as the set makes room and passes over
-   every candidate once nothing is short, so "the walk over every candidate makes room" and
-   "Reclaim is satisfiable" are the same statement (**complete**).
+5. **Complete.** The walk stops as soon as the set makes room and passes over every candidate
+   once nothing is short, so whenever the walk over every candidate makes room, Reclaim is
+   satisfiable.
+6. **Priority candidates alone.** A walk that took reclaim victims can end short because their
+   claimant rule cannot be met (a lender inside ``s'`` that the pre-test counted stopped being
+   exposed part way), while ``w``'s own lower-priority work alone would make room: no reclaim
+   victim, no claimant rule. So when the walk fails, it is run again over the priority
+   candidates only (then put back as in 4).
+7. **All or nothing.** If neither walk makes room, no victim is returned and the reasons say
+   what stays short.
 
 Interpretations written down:
 
@@ -103,7 +109,11 @@ def find_victims(
     )
     walk.claimed = short
     try:
-        if walk.greedy(order):
+        found = walk.greedy(order)
+        if not found and any(c.reclaim for c in order):
+            walk.restore()  # step 6: priority candidates alone
+            found = walk.greedy([c for c in order if not c.reclaim])
+        if found:
             walk.put_back()
             victims = tuple(_victim(c) for c in walk.taken)
             return ReclaimPlan(True, victims, (), borrowed_part(tree, path, q), limited)
@@ -183,9 +193,10 @@ class _Walk:
                     again = True
 
     def restore(self) -> None:
-        """Charge every simulated victim back: the tree is as it was."""
+        """Charge every simulated victim back and forget them: the tree is as it was."""
         for cand in self.taken:
             self.tree.charge(cand.running.workload.scope_id, cand.total)
+        self.taken.clear()
 
     def _claimant_short(self) -> frozenset[str]:
         """The claimant rule on the current state, at every level a reclaim victim was taken
