@@ -128,7 +128,9 @@ class _Walk:
     """The greedy walk and the put-back walks, simulated on the tree; ``restore`` undoes them.
 
     ``taken`` holds the victims chosen so far (refunded from the tree); ``claimed`` is ``S``,
-    the resources the claimant rule is judged on.
+    the resources the claimant rule is judged on; ``levels`` counts the reclaim victims taken
+    per level (index of ``s'`` on the path), so the claimant rule costs O(levels), not
+    O(victims), per check.
     """
 
     def __init__(
@@ -143,6 +145,7 @@ class _Walk:
         self.capacity, self.fits_after = capacity, fits_after
         self.taken: list[Candidate] = []
         self.claimed: frozenset[str] = frozenset()
+        self.levels: dict[int, int] = {}
 
     def still_short(self) -> frozenset[str]:
         """Resources on which the taken set does not yet make room (empty: it makes room)."""
@@ -170,7 +173,7 @@ class _Walk:
                 r in cand.total for r in exposed(self.tree, cand.chain, short)
             ):
                 continue
-            self.tree.refund(cand.running.workload.scope_id, cand.total)
+            self._take(cand)
             self.taken.append(cand)
             short = self.still_short()
             if not short:
@@ -179,34 +182,52 @@ class _Walk:
 
     def put_back(self) -> None:
         """Walk the victims in reverse, putting back every one without which the rest still
-        make room; repeat until a walk puts none back."""
+        make room; repeat until a walk puts none back.
+
+        Putting a victim back only adds usage, which can make no other victim unneeded, unless
+        it was the last reclaim victim of its level (that level's claimant rule goes) or
+        placement decides (not monotone); only then is the walk repeated: a walk that would
+        put none back is not run."""
         again = True
         while again:
             again = False
             for i in range(len(self.taken) - 1, -1, -1):
                 cand = self.taken.pop(i)
-                self.tree.charge(cand.running.workload.scope_id, cand.total)
+                self._give_back(cand)
                 if self.still_short():
-                    self.tree.refund(cand.running.workload.scope_id, cand.total)  # needed
+                    self._take(cand)  # needed
                     self.taken.insert(i, cand)
-                else:
+                elif self.fits_after is not None or (
+                    cand.reclaim and cand.level not in self.levels
+                ):
                     again = True
 
     def restore(self) -> None:
         """Charge every simulated victim back and forget them: the tree is as it was."""
         for cand in self.taken:
-            self.tree.charge(cand.running.workload.scope_id, cand.total)
+            self._give_back(cand)
         self.taken.clear()
+
+    def _take(self, cand: Candidate) -> None:
+        self.tree.refund(cand.running.workload.scope_id, cand.total)
+        if cand.reclaim:
+            self.levels[cand.level] = self.levels.get(cand.level, 0) + 1
+
+    def _give_back(self, cand: Candidate) -> None:
+        self.tree.charge(cand.running.workload.scope_id, cand.total)
+        if cand.reclaim:
+            left = self.levels[cand.level] - 1
+            if left:
+                self.levels[cand.level] = left
+            else:
+                del self.levels[cand.level]
 
     def _claimant_short(self) -> frozenset[str]:
         """The claimant rule on the current state, at every level a reclaim victim was taken
         from: the resources of ``S`` on which that level's ``s'`` would be above ``G(s')``."""
         out: frozenset[str] = frozenset()
-        seen: set[int] = set()
-        for cand in self.taken:
-            if cand.reclaim and cand.level not in seen:
-                seen.add(cand.level)
-                out |= claimant_over(self.tree, self.path[cand.level], self.q, self.claimed)
+        for level in self.levels:
+            out |= claimant_over(self.tree, self.path[level], self.q, self.claimed)
         return out
 
 
