@@ -35,7 +35,7 @@ from __future__ import annotations
 import operator
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
@@ -68,10 +68,12 @@ _heads: dict[bytes, Fields] = {}  # the same for the heads of stamped tails, les
 class DecodedPlace:
     """A Place request as its handler gets it: the message without its workloads (``message``)
     and the workloads as values. ``cluster_id``, ``request_id`` and ``dry_run`` are the
-    message's, for the interceptors that read them from any request (logging, auth)."""
+    message's, for the interceptors that read them from any request (logging, auth). ``raw``
+    is the request as sent, kept for the digest that checks a reused ``request_id``."""
 
     message: svc.PlaceRequest
     workloads: TaggedWorkloads
+    raw: bytes = field(default=b"", repr=False, compare=False)
 
     @property
     def cluster_id(self) -> str:
@@ -100,13 +102,13 @@ def decode_place(raw: bytes) -> DecodedPlace:
         if read is not None:
             ids, rows, tags, rest = read
             message = svc.PlaceRequest.FromString(rest)
-            return DecodedPlace(message, TaggedWorkloads(_workloads(ids, rows, tags), tags))
+            return DecodedPlace(message, TaggedWorkloads(_workloads(ids, rows, tags), tags), raw)
     except (DecodeError, UnicodeDecodeError, IndexError):
         pass  # possibly malformed: protobuf decides, below
     message = svc.PlaceRequest.FromString(raw)
     workloads = convert.workloads_from_proto(message.workloads)
     message.ClearField("workloads")
-    return DecodedPlace(message, TaggedWorkloads(workloads, list(map(_fields, workloads))))
+    return DecodedPlace(message, TaggedWorkloads(workloads, list(map(_fields, workloads))), raw)
 
 
 def _varint(raw: bytes, pos: int) -> tuple[int, int]:
