@@ -149,9 +149,11 @@ class Engine:
         bytes' digest; without one the engine digests the arguments, which for a large
         snapshot costs about as much as converting it).
         """
-        validate.check(validate.request_ids(cluster_id, request_id))
+        _check_ids(cluster_id, request_id)
         self.limits.check_sizes(len(snapshot.nodes), len(snapshot.scopes), len(snapshot.workloads))
-        digest = _digest(request_id, dry_run, body_digest, "push", snapshot, expected_generation)
+        digest = _digest(
+            request_id, dry_run, body_digest, lambda: ("push", snapshot, expected_generation)
+        )
         key: RequestKey = (caller, cluster_id, "push", request_id)
         with self.store.claim(cluster_id) as slot:
             if digest:
@@ -193,8 +195,10 @@ class Engine:
         body_digest: bytes = b"",
     ) -> int:
         """Apply a delta (removals, then upserts) and rebuild the dense state once."""
-        validate.check(validate.request_ids(cluster_id, request_id))
-        digest = _digest(request_id, dry_run, body_digest, "update", delta, expected_generation)
+        _check_ids(cluster_id, request_id)
+        digest = _digest(
+            request_id, dry_run, body_digest, lambda: ("update", delta, expected_generation)
+        )
         key: RequestKey = (caller, cluster_id, "update", request_id)
         with self.store.slot(cluster_id) as slot:
             if digest:
@@ -224,8 +228,8 @@ class Engine:
     ) -> int:
         """Forget a cluster; returns the generation it had. A retry of a delete that committed
         (same caller and ``request_id``) gets that answer even though the cluster is gone."""
-        validate.check(validate.request_ids(cluster_id, request_id))
-        digest = _digest(request_id, False, body_digest, "delete", expected_generation)
+        _check_ids(cluster_id, request_id)
+        digest = _digest(request_id, False, body_digest, lambda: ("delete", expected_generation))
         key: RequestKey = (caller, cluster_id, "delete", request_id)
         try:
             slot = self.store.slot(cluster_id)
@@ -403,13 +407,15 @@ class Engine:
                 request_id,
                 dry_run,
                 body_digest,
-                "place",
-                tuple(workloads),
-                tuple(workload_ids),
-                order,
-                opts,
-                expected_generation,
-                now_ms,
+                lambda: (
+                    "place",
+                    tuple(workloads),
+                    tuple(workload_ids),
+                    order,
+                    opts,
+                    expected_generation,
+                    now_ms,
+                ),
             ),
         )
         if self.observer is not None:
@@ -444,9 +450,11 @@ class Engine:
                 request_id,
                 dry_run,
                 body_digest,
-                "release",
-                tuple(workload_ids),
-                expected_generation,
+                lambda: (
+                    "release",
+                    tuple(workload_ids),
+                    expected_generation,
+                ),
             ),
         )
 
@@ -481,12 +489,14 @@ class Engine:
                 request_id,
                 dry_run,
                 body_digest,
-                "reclaim",
-                workload,
-                require_placement,
-                opts,
-                expected_generation,
-                now_ms,
+                lambda: (
+                    "reclaim",
+                    workload,
+                    require_placement,
+                    opts,
+                    expected_generation,
+                    now_ms,
+                ),
             ),
         )
         if self.observer is not None:
@@ -532,7 +542,7 @@ class Engine:
         one workload (what ``ClusterState.changes`` would find). Same checks, answers, state and
         journal as the general path (a Hypothesis property says so).
         """
-        validate.check(validate.request_ids(cluster_id, request_id))
+        _check_ids(cluster_id, request_id)
         slot = self.store.slot(cluster_id)
         with slot.lock:
             if digest:
@@ -583,7 +593,7 @@ class Engine:
         builds the answer (results carry the generation). A committed call with a ``digest``
         (made only when it has a ``request_id``) is remembered under ``caller``.
         """
-        validate.check(validate.request_ids(cluster_id, request_id))
+        _check_ids(cluster_id, request_id)
         slot = self.store.slot(cluster_id)
         with slot.lock:
             key: RequestKey = (caller, cluster_id, method, request_id)
@@ -683,12 +693,15 @@ def _replicas(workloads: Sequence[Workload]) -> int:
     return sum(counts)
 
 
-def _digest(request_id: str, dry_run: bool, given: bytes, *parts: object) -> bytes:
+def _digest(
+    request_id: str, dry_run: bool, given: bytes, parts: Callable[[], tuple[object, ...]]
+) -> bytes:
     """The body digest a call is remembered with: none without a ``request_id`` or for a dry
-    run (never remembered), the caller's own when given, else one of the arguments."""
+    run (never remembered), the caller's own when given, else one of the arguments (``parts``,
+    made only then: a Place of 10,000 workloads without an id copies nothing)."""
     if not request_id or dry_run:
         return b""
-    return given or request_digest(parts)
+    return given or request_digest(parts())
 
 
 def admit_digest(
@@ -696,6 +709,16 @@ def admit_digest(
 ) -> bytes:
     """The digest of an Admit's arguments (both of its paths remember under the same one)."""
     return request_digest(("admit", tuple(workloads), order, expected_generation, now_ms))
+
+
+def _check_ids(cluster_id: str, request_id: str) -> None:
+    """``validate.request_ids``, with the common case (both fine) decided inline: every call."""
+    if (
+        not cluster_id
+        or len(cluster_id) > validate.MAX_ID_LENGTH
+        or len(request_id) > validate.MAX_REQUEST_ID_LENGTH
+    ):
+        validate.check(validate.request_ids(cluster_id, request_id))
 
 
 def _check_generation(cluster_id: str, expected: int, actual: int) -> None:
