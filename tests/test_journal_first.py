@@ -9,7 +9,9 @@ memory serves. A failed checkpoint does not fail its call: the change is durable
 from __future__ import annotations
 
 import errno
+import shutil
 import sqlite3
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from journal_doubles import FlakyJournal, memory, replayed
 from strata_policy.engine import Engine
 from strata_policy.errors import StorageUnavailable, StrataError
 from strata_policy.state.changes import Delta
-from strata_policy.state.durable import SqliteJournal
+from strata_policy.state.durable import DB_NAME, SqliteJournal
 from strata_policy.testing import node, running, scope, snapshot, workload
 
 BASE = snapshot(
@@ -148,3 +150,40 @@ def test_a_refused_dry_run_is_not_affected(journaled: tuple[Engine, FlakyJournal
     result = engine.admit("c", [workload("d1", "team-a", cpu=1)], dry_run=True)
     assert result.results[0].decision.value == "ADMITTED"
     assert journal.refused == 0
+
+
+def _chattr(flag: str, paths: list[Path]) -> bool:
+    """``chattr flag`` on every path; whether it took (root on a file system that has it)."""
+    if shutil.which("chattr") is None:
+        return False
+    done = subprocess.run(["chattr", flag, *map(str, paths)], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_a_read_only_state_directory_fails_writes_not_the_server(
+    tmp_path: Path, call: Call
+) -> None:
+    """With the journal's files made immutable under a running engine (as a disk remounted
+    read-only), a commit is StorageUnavailable and changes nothing; once writable again the
+    same call commits, and a restart serves what memory serves."""
+    journal = SqliteJournal(tmp_path)
+    engine = Engine(clock=lambda: 1_000, journal=journal)
+    _prepare(engine)
+    # The database and its WAL (not the -shm index: SQLite maps it, and a write to a mapped
+    # immutable page is SIGBUS, not an error), and the directory.
+    files = [tmp_path / DB_NAME, tmp_path / f"{DB_NAME}-wal", tmp_path]
+    if not _chattr("+i", files):
+        journal.close()
+        pytest.skip("cannot make files immutable here (needs root and chattr)")
+    try:
+        before = memory(engine)
+        with pytest.raises(StorageUnavailable):
+            call(engine)
+        assert memory(engine) == before
+    finally:
+        _chattr("-i", files)
+    call(engine)
+    after = memory(engine)
+    journal.close()
+    assert replayed(tmp_path) == after
