@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from strata_policy.engine import Engine
 from strata_policy.errors import ClusterNotFound, InvalidArgument, RequestIdReused
@@ -234,3 +236,62 @@ def test_a_read_only_dry_run_does_not_poison_a_writers_id(guarded: int) -> None:
     finally:
         writer.close()
         reader.close()
+
+
+# --- property: a retry never commits twice, a dry run is never remembered ------------------
+
+retried_calls = st.lists(
+    st.tuples(
+        st.sampled_from(["admit", "release", "place"]),
+        st.integers(0, 3),  # the workload
+        st.sampled_from(["r1", "r2", "r3"]),  # the request id
+        st.sampled_from(["alice", "bob"]),
+        st.booleans(),  # dry run
+    ),
+    max_size=25,
+)
+
+
+def _retry_step(method: str, wid: str, rid: str, caller: str, dry: bool) -> Step:
+    """One call of the property below."""
+    if method == "admit":
+        w = workload(wid, "team-a", cpu=1)
+        return lambda e: e.admit("c", [w], request_id=rid, dry_run=dry, caller=caller)
+    if method == "release":
+        return lambda e: e.release("c", [wid], request_id=rid, dry_run=dry, caller=caller)
+    return lambda e: e.place("c", workload_ids=[wid], request_id=rid, dry_run=dry, caller=caller)
+
+
+@settings(max_examples=60, deadline=None)
+@given(calls=retried_calls)
+def test_retries_commit_once_and_dry_runs_are_not_remembered(
+    calls: list[tuple[str, int, str, str, bool]],
+) -> None:
+    """Each (caller, id) answers its first committed body's result again without changing the
+    cluster; another body under it is REQUEST_ID_REUSED; dry runs leave the memory as it was."""
+    engine = _engine()
+    first: dict[tuple[str, str], tuple[tuple[str, int], object]] = {}
+    for method, k, rid, caller, dry in calls:
+        wid = f"w{k}"
+        step = _retry_step(method, wid, rid, caller, dry)
+        before, remembered = engine.snapshot("c"), engine.store.remembered()
+        seen = first.get((caller, rid))
+        try:
+            answer = step(engine)
+        except RequestIdReused:
+            assert not dry
+            assert seen is not None
+            assert seen[0] != (method, k)
+            assert engine.snapshot("c") == before
+            continue
+        except (InvalidArgument, ClusterNotFound):
+            assert engine.snapshot("c") == before
+            continue
+        if dry:
+            assert engine.snapshot("c") == before
+            assert engine.store.remembered() == remembered
+        elif seen is not None and seen[0] == (method, k):
+            assert answer == seen[1], "a retry answers the first result"
+            assert engine.snapshot("c") == before, "a retry commits nothing"
+        elif seen is None:
+            first[(caller, rid)] = ((method, k), answer)
