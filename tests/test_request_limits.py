@@ -15,6 +15,7 @@ from strata.policy.v1 import types_pb2 as pb
 from strata_policy.engine import Engine
 from strata_policy.service import convert
 from strata_policy.service.servicer import PolicyServicer
+from strata_policy.service.wire import decode_place
 from strata_policy.state.limits import Limits
 from strata_policy.testing import node, scope, snapshot
 
@@ -143,3 +144,53 @@ def test_refused_before_conversion(
     assert status.code.name in {"RESOURCE_EXHAUSTED", "INVALID_ARGUMENT"}
     assert names in status.details
     assert engine.snapshot("c") == before
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda i: pb.Workload(id=f"w{i}", scope_id="a"), id="one tail (read in runs)"),
+        pytest.param(
+            lambda i: pb.Workload(id=f"w{i}", scope_id="a", request={"cpu": 100 + i}),
+            id="distinct tails (read one by one)",
+        ),
+    ],
+)
+def test_a_place_too_big_is_counted_not_converted(
+    monkeypatch: pytest.MonkeyPatch, make: Any
+) -> None:
+    """The Place wire reader stops converting past the batch limit: the handler refuses the
+    batch as RESOURCE_EXHAUSTED from the count, having built at most limit + 1 workloads."""
+    built = 0
+    convert_one = convert.workload_from_proto
+
+    def counting(m: pb.Workload) -> Any:
+        nonlocal built
+        built += 1
+        return convert_one(m)
+
+    monkeypatch.setattr(convert, "workload_from_proto", counting)
+    monkeypatch.setattr(convert, "workloads_from_proto", _refuse)
+    raw = svc.PlaceRequest(
+        cluster_id="c", workloads=[make(i) for i in range(50)]
+    ).SerializeToString()
+    decoded = decode_place(raw, max_workloads=LIMITS.max_batch)
+    assert decoded.workload_count == 50
+    assert list(decoded.workloads) == []
+    assert built <= LIMITS.max_batch + 1
+    engine = Engine(limits=LIMITS)
+    engine.push_snapshot("c", snapshot([node("n1")], [scope("a")]))
+    context = Context()
+    with pytest.raises(Aborted):
+        PolicyServicer(engine).place_decoded(decoded, context)
+    assert context.status.code.name == "RESOURCE_EXHAUSTED"
+    assert "max_batch is 50" in context.status.details
+
+
+def test_a_place_within_the_limit_reads_as_before() -> None:
+    """At the limit, the wire reader converts every workload, as without one."""
+    raw = svc.PlaceRequest(
+        cluster_id="c", workloads=[pb.Workload(id=f"w{i}", scope_id="a") for i in range(3)]
+    ).SerializeToString()
+    assert decode_place(raw, max_workloads=3) == decode_place(raw)
+    assert decode_place(raw, max_workloads=3).workload_count == 3

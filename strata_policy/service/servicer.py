@@ -9,7 +9,7 @@ a ``request_id`` names its caller and the digest of its body, for idempotency (`
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import wraps
+from functools import partial, wraps
 from typing import Protocol, TypeVar
 
 import grpc
@@ -208,8 +208,15 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
         """Place as the server registers it (``add_to_server``): the request read from its bytes
         by ``wire.decode_place``, the answer written as bytes from the engine's columns by
         ``results.columnar_bytes``; the same answer, byte for byte, as ``Place``."""
-        caller, digest = _idempotency(request.message, context, request.raw)
-        batch = self._place(request.message, request.workloads, caller, digest)
+        message = request.message
+        limits.check_batch(
+            self.engine.limits,
+            message.cluster_id,
+            message.request_id,
+            max(request.workload_count, len(request.workloads)) + len(message.workload_ids),
+        )
+        caller, digest = _idempotency(message, context, request.raw)
+        batch = self._place(message, request.workloads, caller, digest)
         return EncodedResponse(batch.generation, columnar_bytes(batch))
 
     def _place(
@@ -295,7 +302,10 @@ def add_to_server(servicer: PolicyServicer, server: grpc.Server) -> None:
             response_serializer=GetMessageClass(method.output_type).SerializeToString,
         )
     handlers["Place"] = grpc.unary_unary_rpc_method_handler(
-        servicer.place_decoded, request_deserializer=decode_place, response_serializer=encoded_data
+        servicer.place_decoded,
+        # Past the batch limit the workloads are counted, not converted (see decode_place).
+        request_deserializer=partial(decode_place, max_workloads=servicer.engine.limits.max_batch),
+        response_serializer=encoded_data,
     )
     handlers["Admit"] = grpc.unary_unary_rpc_method_handler(
         servicer.admit_encoded,
