@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from strata_policy.kernels import warmup
 from strata_policy.service.client import Client, RpcError
 
 FILE_LIMIT_BYTES = 1 << 20
@@ -97,6 +98,7 @@ class Served:
 def test_a_full_disk_fails_the_call_and_changes_nothing(tmp_path: Path) -> None:
     """Over the file limit: UNAVAILABLE/STORAGE_UNAVAILABLE, state and generation unchanged,
     later small commits acknowledged, and a restart serves exactly the acknowledged state."""
+    warmup()  # the kernel cache written here, unlimited: the limited server only loads it
     state_dir = tmp_path / "state"
     limited = Served(state_dir, limited=True)
     try:
