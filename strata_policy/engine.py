@@ -149,7 +149,7 @@ class Engine:
         bytes' digest; without one the engine digests the arguments, which for a large
         snapshot costs about as much as converting it).
         """
-        _check_ids(cluster_id, request_id)
+        validate.check_request_ids(cluster_id, request_id)
         self.limits.check_sizes(len(snapshot.nodes), len(snapshot.scopes), len(snapshot.workloads))
         digest = _digest(
             request_id, dry_run, body_digest, lambda: ("push", snapshot, expected_generation)
@@ -195,7 +195,7 @@ class Engine:
         body_digest: bytes = b"",
     ) -> int:
         """Apply a delta (removals, then upserts) and rebuild the dense state once."""
-        _check_ids(cluster_id, request_id)
+        validate.check_request_ids(cluster_id, request_id)
         digest = _digest(
             request_id, dry_run, body_digest, lambda: ("update", delta, expected_generation)
         )
@@ -228,7 +228,7 @@ class Engine:
     ) -> int:
         """Forget a cluster; returns the generation it had. A retry of a delete that committed
         (same caller and ``request_id``) gets that answer even though the cluster is gone."""
-        _check_ids(cluster_id, request_id)
+        validate.check_request_ids(cluster_id, request_id)
         digest = _digest(request_id, False, body_digest, lambda: ("delete", expected_generation))
         key: RequestKey = (caller, cluster_id, "delete", request_id)
         try:
@@ -542,7 +542,7 @@ class Engine:
         one workload (what ``ClusterState.changes`` would find). Same checks, answers, state and
         journal as the general path (a Hypothesis property says so).
         """
-        _check_ids(cluster_id, request_id)
+        validate.check_request_ids(cluster_id, request_id)
         slot = self.store.slot(cluster_id)
         with slot.lock:
             if digest:
@@ -593,7 +593,7 @@ class Engine:
         builds the answer (results carry the generation). A committed call with a ``digest``
         (made only when it has a ``request_id``) is remembered under ``caller``.
         """
-        _check_ids(cluster_id, request_id)
+        validate.check_request_ids(cluster_id, request_id)
         slot = self.store.slot(cluster_id)
         with slot.lock:
             key: RequestKey = (caller, cluster_id, method, request_id)
@@ -709,16 +709,6 @@ def admit_digest(
 ) -> bytes:
     """The digest of an Admit's arguments (both of its paths remember under the same one)."""
     return request_digest(("admit", tuple(workloads), order, expected_generation, now_ms))
-
-
-def _check_ids(cluster_id: str, request_id: str) -> None:
-    """``validate.request_ids``, with the common case (both fine) decided inline: every call."""
-    if (
-        not cluster_id
-        or len(cluster_id) > validate.MAX_ID_LENGTH
-        or len(request_id) > validate.MAX_REQUEST_ID_LENGTH
-    ):
-        validate.check(validate.request_ids(cluster_id, request_id))
 
 
 def _check_generation(cluster_id: str, expected: int, actual: int) -> None:

@@ -17,7 +17,7 @@ from strata_policy.state.limits import Limits
 
 def check_ids(cluster_id: str, request_id: str) -> None:
     """``InvalidArgument`` for an empty or overlong cluster id or an overlong request id."""
-    validate.check(validate.request_ids(cluster_id, request_id))
+    validate.check_request_ids(cluster_id, request_id)
 
 
 def check_push(limits: Limits, request: svc.PushSnapshotRequest) -> None:
@@ -41,4 +41,5 @@ def check_update(limits: Limits, request: svc.UpdateSnapshotRequest) -> None:
 def check_batch(limits: Limits, cluster_id: str, request_id: str, size: int) -> None:
     """An Admit, Place or Release: ids, and the number of workloads against ``max_batch``."""
     check_ids(cluster_id, request_id)
-    limits.check_batch(size)
+    if size > limits.max_batch:
+        limits.check_batch(size)

@@ -59,6 +59,13 @@ def request_ids(cluster_id: str, request_id: str) -> list[FieldViolation]:
     return out
 
 
+def check_request_ids(cluster_id: str, request_id: str) -> None:
+    """Raise ``InvalidArgument`` for ``request_ids``' violations; the common case (both fine)
+    is decided inline, for this is on every call's path."""
+    if not cluster_id or len(cluster_id) > MAX_ID_LENGTH or len(request_id) > MAX_REQUEST_ID_LENGTH:
+        check(request_ids(cluster_id, request_id))
+
+
 def id_list(ids: Sequence[str], path: str) -> list[FieldViolation]:
     """Ids named by a request (``workload_ids``): none empty or longer than ``MAX_ID_LENGTH``."""
     out: list[FieldViolation] = []
