@@ -13,8 +13,8 @@ Idempotency (DESIGN §4): a committed call's answer is remembered under (caller,
 request id) with a digest of its body; the same key with the same digest is answered from
 memory, with another digest it is ``RequestIdReused``. Dry runs are never remembered. The memory
 is bounded in entries and in results held, oldest forgotten first, and every key part is bounded
-in length (the engine checks ids; a caller identity is a fixed-size digest or a certificate
-name).
+in length (the engine checks ids; a caller identity is a fixed-size digest,
+``service.identity``).
 """
 
 from __future__ import annotations
