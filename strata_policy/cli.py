@@ -105,7 +105,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     from strata_policy.service.auth import TokenFileError  # noqa: PLC0415  # keeps `ctl` light
     from strata_policy.service.server import serve  # noqa: PLC0415
     from strata_policy.service.tls import TlsConfigError  # noqa: PLC0415
-    from strata_policy.state.durable import JournalCorruptError  # noqa: PLC0415
+    from strata_policy.state.durable import JournalError  # noqa: PLC0415
 
     configure_logging(args.log_level, args.log_format)
     config = ServerConfig(
@@ -132,7 +132,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     )
     try:
         return serve(config)
-    except (TokenFileError, TlsConfigError, JournalCorruptError, OSError) as exc:
+    except (TokenFileError, TlsConfigError, JournalError, OSError) as exc:
         print(f"strata-policy: {exc}", file=sys.stderr)
         return 2
 

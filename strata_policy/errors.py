@@ -4,12 +4,14 @@
 
     StrataError                      reason (UPPER_SNAKE), message, metadata
     ├── InvalidArgument              violations: (field path, description) pairs
+    │   └── RequestIdReused          request_id: a committed id sent again with another body
     ├── ClusterNotFound              cluster_id
     ├── GenerationConflict           expected, actual
     ├── SizeLimitExceeded            limit, value, maximum
     ├── Unauthenticated
     ├── PermissionDenied             cluster_id
     ├── ServerNotReady               retry_after_seconds: answered UNAVAILABLE with RetryInfo
+    ├── StorageUnavailable           cluster_id, cause: the journal refused a write (retryable)
     └── InternalError                a bug: logged with its traceback, answered as INTERNAL
 
 ``strata_policy.service.status`` maps every class to a gRPC status code in one table, with
@@ -115,6 +117,47 @@ class PermissionDenied(StrataError):
     def __init__(self, message: str, cluster_id: str = "") -> None:
         self.cluster_id = cluster_id
         super().__init__(message, metadata={"cluster_id": cluster_id})
+
+
+class RequestIdReused(InvalidArgument):
+    """A ``request_id`` this caller already committed, sent again with a different body.
+
+    Answering the first call's result would silently apply the wrong answer to the new request,
+    and running it would break the promise that an id commits once (DESIGN §4).
+    """
+
+    reason = "REQUEST_ID_REUSED"
+
+    def __init__(self, request_id: str, method: str) -> None:
+        self.request_id, self.method = request_id, method
+        super().__init__(
+            [
+                FieldViolation(
+                    "request_id",
+                    f"already used for a different {method} request; "
+                    "a retry must send the same body, a new request a new id",
+                )
+            ]
+        )
+        self.metadata.update(request_id=request_id, method=method)
+
+
+class StorageUnavailable(StrataError):
+    """The journal refused a write (disk full, read-only, I/O error): nothing was changed.
+
+    Retryable: the cluster's state, generation and journal are exactly as before the call, so
+    the same request (same ``request_id``) can be sent again once storage recovers.
+    """
+
+    reason = "STORAGE_UNAVAILABLE"
+
+    def __init__(self, cluster_id: str, cause: str) -> None:
+        self.cluster_id, self.cause = cluster_id, cause
+        super().__init__(
+            f"cluster {cluster_id!r}: the change could not be made durable, nothing was "
+            f"changed; retry later ({cause})",
+            metadata={"cluster_id": cluster_id, "cause": cause},
+        )
 
 
 class InternalError(StrataError):

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strata_policy.engine import Engine
+from strata_policy.engine import Engine, admit_digest
 from strata_policy.errors import StrataError
 from strata_policy.model import Order, Policy, Scope, Snapshot, Workload
 from strata_policy.model.resources import add
@@ -235,8 +235,15 @@ class _Recorder:
 
 def _general_admit(engine: Engine, w: Workload, request_id: str, dry: bool) -> object:
     """A one-workload Admit through the general batch path (``_mutate``)."""
+    digest = admit_digest([w], Order.FIFO, 0, 0) if request_id and not dry else b""
     return engine._mutate(
-        "c", "admit", request_id, 0, dry, lambda s: batch.admit(s, [w], Order.FIFO, 5, dry)
+        "c",
+        "admit",
+        request_id,
+        0,
+        dry,
+        lambda s: batch.admit(s, [w], Order.FIFO, 5, dry),
+        digest=digest,
     )
 
 

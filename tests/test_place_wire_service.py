@@ -34,6 +34,14 @@ class Context:
         self.status = status
         raise Aborted
 
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        """No metadata: an anonymous caller."""
+        return ()
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        """No peer certificate."""
+        return {}
+
 
 def _servicer() -> PolicyServicer:
     engine = Engine()

@@ -135,11 +135,40 @@ class Aborted(Exception):
 
 class Capture:
     """The context a servicer method gets on a worker thread: ``status.abort`` ends the method
-    with ``Aborted``, whose status the loop then sends (an aio context cannot be used there)."""
+    with ``Aborted``, whose status the loop then sends (an aio context cannot be used there).
+
+    It also carries what the servicer reads of the caller for idempotency
+    (``service.identity``): the call's metadata and auth context, copied on the loop, and only
+    for a call with a ``request_id`` (every other call shares the empty ``CAPTURE``)."""
+
+    __slots__ = ("_auth", "_metadata")
+
+    def __init__(
+        self,
+        metadata: tuple[tuple[str, str | bytes], ...] = (),
+        auth: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._metadata = metadata
+        self._auth: Mapping[str, Any] = auth or {}
+
+    @classmethod
+    def of(cls, request: Any, context: Context) -> Capture:
+        """What a servicer method needs of ``context`` to answer ``request``."""
+        if not getattr(request, "request_id", ""):
+            return CAPTURE
+        return cls(tuple(context.invocation_metadata() or ()), context.auth_context())
 
     def abort_with_status(self, status: grpc.Status) -> None:
         """Stop the method; the loop answers with ``status``."""
         raise Aborted(status)
+
+    def invocation_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+        """The call's metadata (``authorization`` among it), as gRPC's context gives it."""
+        return self._metadata
+
+    def auth_context(self) -> Mapping[str, Any]:
+        """The call's auth context (the client certificate's names under mutual TLS)."""
+        return self._auth
 
 
 CAPTURE = Capture()
@@ -237,7 +266,7 @@ class CallGate(GenericHandler):
             code = grpc.StatusCode.OK
             response = None
             try:
-                response = await loop_run(method, behaviour, grant, request)
+                response = await loop_run(method, behaviour, grant, request, context)
                 if grant is not None:
                     from strata_policy.service.auth import visible_to  # noqa: PLC0415  # tokens
 
@@ -265,7 +294,12 @@ class CallGate(GenericHandler):
         )
 
     async def _run(
-        self, method: Method, behaviour: Behaviour, grant: Grant | None, request: Any
+        self,
+        method: Method,
+        behaviour: Behaviour,
+        grant: Grant | None,
+        request: Any,
+        context: Context,
     ) -> Any:
         """Steps 2-6 for a decoded request; raises the ``StrataError`` a refusal ends with."""
         if type(request) is Undecodable:
@@ -284,7 +318,9 @@ class CallGate(GenericHandler):
         small = self.inline.get(method.short)
         if small is not None and small(request) and cluster_id not in self._busy:
             try:
-                return behaviour(request, CAPTURE)  # the fast path: see ``INLINE``
+                return behaviour(
+                    request, Capture.of(request, context)
+                )  # the fast path: see ``INLINE``
             finally:
                 self.slots.give()
         # On a worker, the slot and the cluster's busy mark last as long as the job, not the
@@ -292,7 +328,7 @@ class CallGate(GenericHandler):
         # cluster wait for that job's lock on the loop, nor free a slot while the work goes on.
         self._busy[cluster_id] = self._busy.get(cluster_id, 0) + 1
         try:
-            job = self.executor.submit(behaviour, request, CAPTURE)
+            job = self.executor.submit(behaviour, request, Capture.of(request, context))
         except BaseException:  # the pool is shut down
             self._job_done(cluster_id)
             raise

@@ -1,14 +1,16 @@
 """The PolicyService servicer: convert the request, call the engine, convert the answer.
 
 Nothing else happens here (STYLE habit 5): validation and decisions are the engine's, and errors
-become statuses through ``status.abort``'s one table.
+become statuses through ``status.abort``'s one table. Two things only the wire knows are added:
+the request's counts and ids are checked before conversion (``request_limits``), and a call with
+a ``request_id`` names its caller and the digest of its body, for idempotency (``identity``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import wraps
-from typing import Any, TypeVar
+from functools import partial, wraps
+from typing import Any, Protocol, TypeVar
 
 import grpc
 import structlog
@@ -20,6 +22,8 @@ from strata_policy.engine import Engine
 from strata_policy.errors import InternalError, StrataError
 from strata_policy.model import BatchResult, ColumnarBatch, Order, Workload
 from strata_policy.service import convert as c
+from strata_policy.service import request_limits as limits
+from strata_policy.service.identity import caller_identity
 from strata_policy.service.results import (
     EncodedResponse,
     add_results,
@@ -29,12 +33,33 @@ from strata_policy.service.results import (
 )
 from strata_policy.service.status import abort
 from strata_policy.service.wire import DecodedPlace, decode_place
+from strata_policy.state.store import request_digest
 
 log = structlog.get_logger("strata.service")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 Handler = Callable[["PolicyServicer", Req, grpc.ServicerContext], Resp]
 SERVICE = svc.DESCRIPTOR.services_by_name["PolicyService"]
+
+
+class _Idempotent(Protocol):
+    """A request with a ``request_id`` (every mutating RPC's)."""
+
+    @property
+    def request_id(self) -> str: ...
+
+    def SerializeToString(self, *, deterministic: bool = ...) -> bytes: ...  # protobuf's name
+
+
+def _idempotency(
+    request: _Idempotent, context: grpc.ServicerContext, raw: bytes = b""
+) -> tuple[str, bytes]:
+    """The caller's identity and the body's digest, for a call the engine may remember: one
+    with a ``request_id`` that is not a dry run (nothing to work out for any other)."""
+    if not request.request_id or getattr(request, "dry_run", False):
+        return "", b""
+    body = raw or request.SerializeToString(deterministic=True)
+    return caller_identity(context), request_digest(body)
 
 
 def _errors_to_status(fn: Handler[Req, Resp]) -> Handler[Req, Resp]:
@@ -61,6 +86,8 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
     def PushSnapshot(
         self, request: svc.PushSnapshotRequest, context: grpc.ServicerContext
     ) -> svc.PushSnapshotResponse:
+        limits.check_push(self.engine.limits, request)
+        caller, digest = _idempotency(request, context)
         snapshot = c.snapshot_from_proto(request.snapshot)
         generation = self.engine.push_snapshot(
             request.cluster_id,
@@ -68,6 +95,8 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             dry_run=request.dry_run,
             expected_generation=request.expected_generation,
             request_id=request.request_id,
+            caller=caller,
+            body_digest=digest,
         )
         return svc.PushSnapshotResponse(
             generation=generation,
@@ -80,12 +109,16 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
     def UpdateSnapshot(
         self, request: svc.UpdateSnapshotRequest, context: grpc.ServicerContext
     ) -> svc.UpdateSnapshotResponse:
+        limits.check_update(self.engine.limits, request)
+        caller, digest = _idempotency(request, context)
         generation = self.engine.update_snapshot(
             request.cluster_id,
             c.delta_from_proto(request),
             dry_run=request.dry_run,
             expected_generation=request.expected_generation,
             request_id=request.request_id,
+            caller=caller,
+            body_digest=digest,
         )
         info = self.engine.get_cluster(request.cluster_id)
         return svc.UpdateSnapshotResponse(
@@ -109,10 +142,13 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
     def DeleteCluster(
         self, request: svc.DeleteClusterRequest, context: grpc.ServicerContext
     ) -> svc.DeleteClusterResponse:
+        caller, digest = _idempotency(request, context)
         generation = self.engine.delete_cluster(
             request.cluster_id,
             expected_generation=request.expected_generation,
             request_id=request.request_id,
+            caller=caller,
+            body_digest=digest,
         )
         return svc.DeleteClusterResponse(generation=generation)
 
@@ -136,7 +172,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
 
     @_errors_to_status
     def Admit(self, request: svc.AdmitRequest, context: grpc.ServicerContext) -> svc.AdmitResponse:
-        batch = self._admit(request)
+        batch = self._admit(request, context)
         response = svc.AdmitResponse(generation=batch.generation)
         add_results(response, batch.results)
         return response
@@ -149,10 +185,14 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
         ``results.response_bytes``, the same bytes ``Admit``'s message serializes to. A
         one-workload Admit is the commonest call: no response message is built, filled from
         bytes and serialized again."""
-        batch = self._admit(request)
+        batch = self._admit(request, context)
         return EncodedResponse(batch.generation, response_bytes(batch.generation, batch.results))
 
-    def _admit(self, request: svc.AdmitRequest) -> BatchResult:
+    def _admit(self, request: svc.AdmitRequest, context: grpc.ServicerContext) -> BatchResult:
+        limits.check_batch(
+            self.engine.limits, request.cluster_id, request.request_id, len(request.workloads)
+        )
+        caller, digest = _idempotency(request, context)
         return self.engine.admit(
             request.cluster_id,
             c.workloads_from_proto(request.workloads),
@@ -161,11 +201,21 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             expected_generation=request.expected_generation,
             request_id=request.request_id,
             now_ms=request.now_ms,
+            caller=caller,
+            body_digest=digest,
         )
 
     @_errors_to_status
     def Place(self, request: svc.PlaceRequest, context: grpc.ServicerContext) -> svc.PlaceResponse:
-        batch = self._place(request, c.workloads_from_proto(request.workloads)).batch_result()
+        limits.check_batch(
+            self.engine.limits,
+            request.cluster_id,
+            request.request_id,
+            len(request.workloads) + len(request.workload_ids),
+        )
+        caller, digest = _idempotency(request, context)
+        workloads = c.workloads_from_proto(request.workloads)
+        batch = self._place(request, workloads, caller, digest).batch_result()
         response = svc.PlaceResponse(generation=batch.generation)
         add_results(response, batch.results)
         return response
@@ -177,10 +227,20 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
         """Place as the server registers it (``add_to_server``): the request read from its bytes
         by ``wire.decode_place``, the answer written as bytes from the engine's columns by
         ``results.columnar_bytes``; the same answer, byte for byte, as ``Place``."""
-        batch = self._place(request.message, request.workloads)
+        message = request.message
+        limits.check_batch(
+            self.engine.limits,
+            message.cluster_id,
+            message.request_id,
+            max(request.workload_count, len(request.workloads)) + len(message.workload_ids),
+        )
+        caller, digest = _idempotency(message, context, request.raw)
+        batch = self._place(message, request.workloads, caller, digest)
         return EncodedResponse(batch.generation, columnar_bytes(batch))
 
-    def _place(self, request: svc.PlaceRequest, workloads: list[Workload]) -> ColumnarBatch:
+    def _place(
+        self, request: svc.PlaceRequest, workloads: list[Workload], caller: str, digest: bytes
+    ) -> ColumnarBatch:
         """The engine's answer in columns (``Engine.place_columnar``): the response is written
         from them, the message path's results are its ``batch_result()``."""
         fragmentation = request.fragmentation if request.HasField("fragmentation") else None
@@ -196,18 +256,26 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             expected_generation=request.expected_generation,
             request_id=request.request_id,
             now_ms=request.now_ms,
+            caller=caller,
+            body_digest=digest,
         )
 
     @_errors_to_status
     def Release(
         self, request: svc.ReleaseRequest, context: grpc.ServicerContext
     ) -> svc.ReleaseResponse:
+        limits.check_batch(
+            self.engine.limits, request.cluster_id, request.request_id, len(request.workload_ids)
+        )
+        caller, digest = _idempotency(request, context)
         result = self.engine.release(
             request.cluster_id,
             request.workload_ids[:],  # a list; see convert.workloads_from_proto
             dry_run=request.dry_run,
             expected_generation=request.expected_generation,
             request_id=request.request_id,
+            caller=caller,
+            body_digest=digest,
         )
         return svc.ReleaseResponse(
             generation=result.generation, released=result.released, not_found=result.not_found
@@ -217,6 +285,8 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
     def Reclaim(
         self, request: svc.ReclaimRequest, context: grpc.ServicerContext
     ) -> svc.ReclaimResponse:
+        limits.check_ids(request.cluster_id, request.request_id)
+        caller, digest = _idempotency(request, context)
         result = self.engine.reclaim(
             request.cluster_id,
             c.workload_from_proto(request.workload),
@@ -226,6 +296,8 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             expected_generation=request.expected_generation,
             request_id=request.request_id,
             now_ms=request.now_ms,
+            caller=caller,
+            body_digest=digest,
         )
         return svc.ReclaimResponse(
             generation=result.generation,
@@ -250,7 +322,10 @@ def method_handlers(servicer: PolicyServicer) -> dict[str, grpc.RpcMethodHandler
             response_serializer=GetMessageClass(method.output_type).SerializeToString,
         )
     handlers["Place"] = grpc.unary_unary_rpc_method_handler(
-        servicer.place_decoded, request_deserializer=decode_place, response_serializer=encoded_data
+        servicer.place_decoded,
+        # Past the batch limit the workloads are counted, not converted (see decode_place).
+        request_deserializer=partial(decode_place, max_workloads=servicer.engine.limits.max_batch),
+        response_serializer=encoded_data,
     )
     handlers["Admit"] = grpc.unary_unary_rpc_method_handler(
         servicer.admit_encoded,

@@ -34,12 +34,14 @@ MAX_TEXT = 200
 STATUS: dict[type[errors.StrataError], grpc.StatusCode] = {
     errors.StrataError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.RequestIdReused: grpc.StatusCode.INVALID_ARGUMENT,
     errors.ClusterNotFound: grpc.StatusCode.NOT_FOUND,
     errors.GenerationConflict: grpc.StatusCode.ABORTED,
     errors.SizeLimitExceeded: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     errors.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     errors.ServerNotReady: grpc.StatusCode.UNAVAILABLE,
+    errors.StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
     errors.InternalError: grpc.StatusCode.INTERNAL,
 }
 

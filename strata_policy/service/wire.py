@@ -33,9 +33,10 @@ batch by tag instead of by each workload's fields.
 from __future__ import annotations
 
 import operator
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
@@ -68,10 +69,15 @@ _heads: dict[bytes, Fields] = {}  # the same for the heads of stamped tails, les
 class DecodedPlace:
     """A Place request as its handler gets it: the message without its workloads (``message``)
     and the workloads as values. ``cluster_id``, ``request_id`` and ``dry_run`` are the
-    message's, for the call gate, which reads them from any request (logging, auth)."""
+    message's, for the call gate, which reads them from any request (logging, auth). ``raw``
+    is the request as sent, kept for the digest that checks a reused ``request_id``;
+    ``workload_count`` the number of workloads it holds (all of them converted, unless there
+    are more than the reader was allowed to convert: then none are)."""
 
     message: svc.PlaceRequest
     workloads: TaggedWorkloads
+    raw: bytes = field(default=b"", repr=False, compare=False)
+    workload_count: int = field(default=-1, compare=False)
 
     @property
     def cluster_id(self) -> str:
@@ -89,24 +95,30 @@ class DecodedPlace:
         return self.message.dry_run
 
 
-def decode_place(raw: bytes) -> DecodedPlace:
+def decode_place(raw: bytes, max_workloads: int = sys.maxsize) -> DecodedPlace:
     """A serialized ``PlaceRequest``, as protobuf and ``convert.workloads_from_proto`` read it.
 
     Raises protobuf's ``DecodeError`` where ``PlaceRequest.FromString`` would (gRPC then answers
-    as it does for any request it cannot deserialize).
+    as it does for any request it cannot deserialize). A request of more than
+    ``max_workloads`` workloads (the server's batch limit, which will refuse it) is only parsed
+    by protobuf and counted, none of its workloads converted: converting a million of them
+    would take seconds to minutes before the refusal.
     """
     try:
-        read = _read(raw)
+        read = _read(raw, max_workloads)
         if read is not None:
             ids, rows, tags, rest = read
             message = svc.PlaceRequest.FromString(rest)
-            return DecodedPlace(message, TaggedWorkloads(_workloads(ids, rows, tags), tags))
+            tagged = TaggedWorkloads(_workloads(ids, rows, tags), tags)
+            return DecodedPlace(message, tagged, raw, len(ids))
     except (DecodeError, UnicodeDecodeError, IndexError):
-        pass  # possibly malformed: protobuf decides, below
+        pass  # possibly malformed: protobuf decides, below (and counts a batch too big)
     message = svc.PlaceRequest.FromString(raw)
-    workloads = convert.workloads_from_proto(message.workloads)
+    count = len(message.workloads)
+    workloads = convert.workloads_from_proto(message.workloads) if count <= max_workloads else []
     message.ClearField("workloads")
-    return DecodedPlace(message, TaggedWorkloads(workloads, list(map(_fields, workloads))))
+    tagged = TaggedWorkloads(workloads, list(map(_fields, workloads)))
+    return DecodedPlace(message, tagged, raw, count)
 
 
 def _varint(raw: bytes, pos: int) -> tuple[int, int]:
@@ -138,9 +150,12 @@ def _skip(raw: bytes, pos: int, wire_type: int) -> int:
     return -1  # groups
 
 
-def _read(raw: bytes) -> tuple[list[str], list[Fields], list[object], bytes] | None:
+def _read(
+    raw: bytes, max_workloads: int = sys.maxsize
+) -> tuple[list[str], list[Fields], list[object], bytes] | None:
     """The workloads' ids, fields after the id and tags (``TaggedWorkloads``), and the bytes of
-    every other field in order; None for bytes this reader leaves to protobuf.
+    every other field in order; None for bytes this reader leaves to protobuf, and once more
+    than ``max_workloads`` workloads are read (protobuf then counts them, converting none).
 
     One pass: a workload (key 0x12, its length, then ``0x0A``, the id's one-byte length, the
     id, the tail) is read where it stands, its tail looked up in the cache, then its head when
@@ -156,6 +171,8 @@ def _read(raw: bytes) -> tuple[list[str], list[Fields], list[object], bytes] | N
     runs = True
     while pos < end:
         if raw[pos] == 0x12:  # _WORKLOADS_KEY, spelled out in this loop
+            if len(ids) > max_workloads:
+                return None
             size = raw[pos + 1]
             if size < 0x80:
                 pos += 2
@@ -207,8 +224,8 @@ def _read(raw: bytes) -> tuple[list[str], list[Fields], list[object], bytes] | N
         if pos < 0:
             return None
         rest.append(raw[start:pos])
-    if pos != end:
-        return None  # the last field runs past the end
+    if pos != end or len(ids) > max_workloads:
+        return None  # the last field runs past the end, or too many workloads to convert
     return ids, rows, tags, b"".join(rest)
 
 

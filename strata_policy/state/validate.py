@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 MAX_REPLICAS = 10_000  # one gang; the largest training jobs are a few thousand replicas
 MAX_NODE_RESOURCES = 64  # distinct resource names across a cluster's nodes: the matrix's columns
-MAX_ID_LENGTH = 253  # a Kubernetes object name
+MAX_ID_LENGTH = 253  # a Kubernetes object name: cluster, scope, node and workload ids
+MAX_REQUEST_ID_LENGTH = 128  # a UUID is 36; room for a prefix, bounded for idempotency memory
 MAX_DEVICES_PER_NODE = 64
 MAX_WEIGHT = 1e9  # score weights and task-type weights
 MAX_SCOPE_DEPTH = 64  # real tenancy trees are a handful of levels; this bounds every path walk
@@ -44,6 +45,34 @@ def _id(value: str, path: str, out: list[FieldViolation]) -> None:
         out.append(FieldViolation(path, "must not be empty"))
     elif len(value) > MAX_ID_LENGTH:
         out.append(FieldViolation(path, f"longer than {MAX_ID_LENGTH} characters"))
+
+
+def request_ids(cluster_id: str, request_id: str) -> list[FieldViolation]:
+    """Every call's ``cluster_id`` (not empty, at most ``MAX_ID_LENGTH``) and ``request_id``
+    (optional, at most ``MAX_REQUEST_ID_LENGTH``): both are kept as keys (clusters, remembered
+    answers), so their length bounds what a caller can make the server hold."""
+    out: list[FieldViolation] = []
+    if not cluster_id or len(cluster_id) > MAX_ID_LENGTH:
+        _id(cluster_id, "cluster_id", out)
+    if len(request_id) > MAX_REQUEST_ID_LENGTH:
+        out.append(FieldViolation("request_id", f"longer than {MAX_REQUEST_ID_LENGTH} characters"))
+    return out
+
+
+def check_request_ids(cluster_id: str, request_id: str) -> None:
+    """Raise ``InvalidArgument`` for ``request_ids``' violations; the common case (both fine)
+    is decided inline, for this is on every call's path."""
+    if not cluster_id or len(cluster_id) > MAX_ID_LENGTH or len(request_id) > MAX_REQUEST_ID_LENGTH:
+        check(request_ids(cluster_id, request_id))
+
+
+def id_list(ids: Sequence[str], path: str) -> list[FieldViolation]:
+    """Ids named by a request (``workload_ids``): none empty or longer than ``MAX_ID_LENGTH``."""
+    out: list[FieldViolation] = []
+    if ids and (min(map(len, ids)) < 1 or max(map(len, ids)) > MAX_ID_LENGTH):
+        for i, value in enumerate(ids):
+            _id(value, f"{path}[{i}]", out)
+    return out
 
 
 def amounts(values: Mapping[str, int], path: str, out: list[FieldViolation]) -> None:
