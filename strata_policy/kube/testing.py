@@ -10,6 +10,7 @@ the API server sends and the translators read. ``container("main", cpu="1", memo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client as k8s
@@ -22,7 +23,7 @@ CREATED = "2026-01-01T00:00:00Z"
 
 def as_json(model: object) -> dict[str, Any]:
     """A client model as the API server's JSON."""
-    out = _API.sanitize_for_serialization(model)
+    out = _API.sanitize_for_serialization(model)  # type: ignore[no-untyped-call]  # untyped client
     assert isinstance(out, dict)
     return out
 
@@ -39,12 +40,15 @@ def container(
     resources = k8s.V1ResourceRequirements(
         requests=dict(requests) or None, limits=dict(limits) if limits else None
     )
-    return k8s.V1Container(name=name, image="busybox", resources=resources, restart_policy=restart_policy)
+    return k8s.V1Container(
+        name=name, image="busybox", resources=resources, restart_policy=restart_policy
+    )
 
 
 def sidecar(name: str = "sidecar", **requests: str) -> k8s.V1Container:
     """A restartable init container (``restartPolicy: Always``): a sidecar."""
-    return container(name, restart_policy="Always", **requests)
+    resources = k8s.V1ResourceRequirements(requests=dict(requests) or None)
+    return k8s.V1Container(name=name, image="busybox", resources=resources, restart_policy="Always")
 
 
 def pod(
@@ -82,9 +86,7 @@ def pod(
         containers=list(containers) or [container()],
         init_containers=list(init) or None,
         overhead=dict(overhead) if overhead else None,
-        resources=k8s.V1ResourceRequirements(requests=dict(pod_requests))
-        if pod_requests
-        else None,
+        resources=k8s.V1ResourceRequirements(requests=dict(pod_requests)) if pod_requests else None,
         priority=priority,
         scheduling_gates=[k8s.V1PodSchedulingGate(name=GATE)] if gated else None,
         node_name=node_name,
@@ -97,7 +99,7 @@ def pod(
         labels=dict(labels) if labels else None,
         annotations=dict(annotations) if annotations else None,
         owner_references=owners,
-        creation_timestamp=created,
+        creation_timestamp=datetime.fromisoformat(created.replace("Z", "+00:00")),
     )
     status = k8s.V1PodStatus(phase=phase) if phase else None
     return as_json(k8s.V1Pod(api_version="v1", kind="Pod", metadata=meta, spec=spec, status=status))
@@ -129,7 +131,9 @@ def node(
         taints=[k8s.V1Taint(key=k, effect=e) for k, e in taints] or None,
     )
     status = k8s.V1NodeStatus(allocatable=allocatable, capacity=allocatable)
-    return as_json(k8s.V1Node(api_version="v1", kind="Node", metadata=meta, spec=spec, status=status))
+    return as_json(
+        k8s.V1Node(api_version="v1", kind="Node", metadata=meta, spec=spec, status=status)
+    )
 
 
 def namespace(

@@ -50,7 +50,9 @@ GI = 1024**3
         ),
         pytest.param(node("n1", unschedulable=True), {"unschedulable": True}, id="cordoned"),
         pytest.param(
-            node("n1", taints=[("maintenance", "NoSchedule")]), {"unschedulable": True}, id="NoSchedule"
+            node("n1", taints=[("maintenance", "NoSchedule")]),
+            {"unschedulable": True},
+            id="NoSchedule",
         ),
         pytest.param(
             node("n1", taints=[("node.kubernetes.io/unreachable", "NoExecute")]),
@@ -95,7 +97,9 @@ def test_scope_tree_sources() -> None:
         strata_scope("team-a", parent="org", limit={"cpu": "64", "memory": "256Gi"}),
     ]
     namespaces = [
-        namespace("ml", annotations={"strata.dev/parent": "team-a", "strata.dev/guarantee": "cpu=8"}),
+        namespace(
+            "ml", annotations={"strata.dev/parent": "team-a", "strata.dev/guarantee": "cpu=8"}
+        ),
         namespace("web", labels={"strata.dev/scope": "frontend"}),
     ]
     scopes, problems = scope_tree(crds, namespaces, referenced=["frontend", "ml"])
@@ -180,7 +184,10 @@ def test_cnpg_cluster() -> None:
         "spec": {
             "instances": 3,
             "resources": {"requests": {"cpu": "2", "memory": "8Gi"}},
-            "affinity": {"topologyKey": "topology.kubernetes.io/zone", "nodeSelector": {"pool": "db"}},
+            "affinity": {
+                "topologyKey": "topology.kubernetes.io/zone",
+                "nodeSelector": {"pool": "db"},
+            },
         },
     }
     w = cnpg_cluster_to_workload(cluster, "db", priority=1000)
@@ -197,7 +204,9 @@ def test_cnpg_cluster() -> None:
 @pytest.mark.parametrize(
     ("low", "high", "ids"),
     [
-        pytest.param(1, 3, ["ml/isvc-llm", "ml/isvc-llm-burst-1", "ml/isvc-llm-burst-2"], id="1..3"),
+        pytest.param(
+            1, 3, ["ml/isvc-llm", "ml/isvc-llm-burst-1", "ml/isvc-llm-burst-2"], id="1..3"
+        ),
         pytest.param(0, 1, ["ml/isvc-llm-burst-1"], id="scale to zero: all burst"),
         pytest.param(2, 2, ["ml/isvc-llm"], id="fixed: no burst"),
     ],

@@ -73,7 +73,11 @@ def _request(p: dict[str, Any]) -> dict[str, int]:
             pod(
                 "a",
                 containers=[container(cpu="1", memory="1Gi")],
-                init=[sidecar("s1", cpu="100m"), sidecar("s2", memory="1Gi"), container("i", memory="3Gi")],
+                init=[
+                    sidecar("s1", cpu="100m"),
+                    sidecar("s2", memory="1Gi"),
+                    container("i", memory="3Gi"),
+                ],
             ),
             {"cpu": 1100, "memory": 4 * GI},
             id="two sidecars then an init: per-resource maximum",
@@ -131,10 +135,21 @@ HAMI = GpuConventions(device_memory_mib=16000)
 @pytest.mark.parametrize(
     ("requests", "gpu", "want"),
     [
-        pytest.param({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "30"}, HAMI, 300, id="hami cores"),
-        pytest.param({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000"}, HAMI, 500, id="hami mem"),
-        pytest.param({"nvidia.com/gpu.shared": "1"}, GpuConventions(shared_replicas=4), 250, id="time-slice"),
-        pytest.param({"aliyun.com/gpu-mem": "4"}, GpuConventions(device_memory_mib=16384), 250, id="gpushare mem"),
+        pytest.param(
+            {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "30"}, HAMI, 300, id="hami cores"
+        ),
+        pytest.param(
+            {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000"}, HAMI, 500, id="hami mem"
+        ),
+        pytest.param(
+            {"nvidia.com/gpu.shared": "1"}, GpuConventions(shared_replicas=4), 250, id="time-slice"
+        ),
+        pytest.param(
+            {"aliyun.com/gpu-mem": "4"},
+            GpuConventions(device_memory_mib=16384),
+            250,
+            id="gpushare mem",
+        ),
         pytest.param({"aliyun.com/gpu-count": "2"}, HAMI, 2000, id="gpushare count"),
         pytest.param({"nvidia.com/gpu": "4"}, HAMI, 4000, id="whole devices"),
     ],
@@ -148,11 +163,19 @@ def test_gpu_conventions(requests: dict[str, str], gpu: GpuConventions, want: in
 @pytest.mark.parametrize(
     ("requests", "gpu"),
     [
-        pytest.param({"nvidia.com/gpu": "2", "nvidia.com/gpucores": "30"}, HAMI, id="hami share of 2"),
-        pytest.param({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000"}, GpuConventions(), id="mem no size"),
+        pytest.param(
+            {"nvidia.com/gpu": "2", "nvidia.com/gpucores": "30"}, HAMI, id="hami share of 2"
+        ),
+        pytest.param(
+            {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000"}, GpuConventions(), id="mem no size"
+        ),
         pytest.param({"nvidia.com/gpu": "1.5"}, HAMI, id="fractional whole"),
         pytest.param({"nvidia.com/gpu.shared": "2"}, HAMI, id="two shared replicas"),
-        pytest.param({"aliyun.com/gpu-mem": "20"}, GpuConventions(device_memory_mib=16384), id="gpushare > device"),
+        pytest.param(
+            {"aliyun.com/gpu-mem": "20"},
+            GpuConventions(device_memory_mib=16384),
+            id="gpushare > device",
+        ),
     ],
 )
 def test_gpu_untranslatable(requests: dict[str, str], gpu: GpuConventions) -> None:
