@@ -330,13 +330,29 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._body()
         url = urlsplit(self.path)
         fake.requests.append(("PATCH", url.path, body))
-        current = self._find(url.path)
+        status = url.path.endswith("/status")
+        path = url.path.removesuffix("/status")
+        current = self._find(path)
         if current is None:
-            self._status(404, "NotFound", f"{url.path} not found")
+            self._status(404, "NotFound", f"{path} not found")
             return
-        patched = merge_patch(current, body)
+        wanted = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted and wanted != current["metadata"]["resourceVersion"]:
+            self._status(409, "Conflict", "the object has been modified")
+            return
+        if status:  # strategic merge of status.conditions, keyed by type
+            conditions = {
+                c["type"]: c for c in (current.get("status") or {}).get("conditions") or ()
+            }
+            for c in (body.get("status") or {}).get("conditions") or ():
+                conditions[c["type"]] = c
+            patched = copy.deepcopy(current)
+            patched.setdefault("status", {})["conditions"] = list(conditions.values())
+        else:
+            patched = merge_patch(current, body)
+            patched["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         fake.put("/api/v1/pods", patched)
-        self._json(200, self._find(url.path) or {})
+        self._json(200, self._find(path) or {})
 
     def do_POST(self) -> None:
         fake = self.server_fake
