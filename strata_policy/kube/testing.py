@@ -158,7 +158,7 @@ def strata_scope(
     kind: str = "",
     guarantee: Mapping[str, str] | None = None,
     limit: Mapping[str, str] | None = None,
-    weight: str | None = None,
+    weight: float | None = None,
 ) -> dict[str, Any]:
     """A ``StrataScope`` custom resource (``strata.dev/v1alpha1``)."""
     spec: dict[str, Any] = {}

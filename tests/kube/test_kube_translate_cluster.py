@@ -93,7 +93,7 @@ def test_node_bad_quantity() -> None:
 def test_scope_tree_sources() -> None:
     """CRD scopes, namespace-defined scopes and implicit scopes, with quantities converted."""
     crds = [
-        strata_scope("org", kind="org", guarantee={"nvidia.com/gpu": "8"}, weight="2"),
+        strata_scope("org", kind="org", guarantee={"nvidia.com/gpu": "8"}, weight=2.0),
         strata_scope("team-a", parent="org", limit={"cpu": "64", "memory": "256Gi"}),
     ]
     namespaces = [
@@ -128,7 +128,7 @@ def test_scope_tree_problems() -> None:
         strata_scope("a", parent="b"),
         strata_scope("b", parent="a"),
         strata_scope("bad", guarantee={"cpu": "lots"}),
-        strata_scope("neg", weight="-1"),
+        strata_scope("neg", weight=-1.0),
     ]
     scopes, problems = scope_tree(crds, [])
     assert [s["id"] for s in scopes] == ["a", "b"]
