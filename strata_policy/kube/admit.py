@@ -15,7 +15,9 @@ and each group is decided with one ``Place`` (admit and place in one step):
   PodDisruptionBudget) is retried with back-off and reported on the waiting pod. Only when every
   victim is gone is the pod released; if an eviction stays blocked, the pod's hold is released in
   Strata and it stays gated, to be decided again;
-* a workload Strata holds for pods that were deleted while gated is released.
+* a workload Strata holds for pods that were deleted while gated is released;
+* a decision committed before a restart (Strata already holds the workload, the pods are still
+  gated) is adopted: its placements are released to the pods instead of deciding again.
 
 Compute, then effect: decisions come from the server; this module only turns them into API calls.
 """
@@ -180,6 +182,10 @@ class Admitter:
         try:
             result = self.client.call("Place", request)["results"][0]
         except RpcError as exc:
+            adopted = self._adopt(wid) if exc.code == "INVALID_ARGUMENT" else None
+            if adopted:
+                self.held[wid] = adopted
+                return self._release(wid, pods, adopted, objects)
             return Outcome(wid, "ERROR", keys, [str(exc)])
         decision = str(result.get("decision", ""))
         if decision == "DECISION_PLACED":
@@ -188,6 +194,20 @@ class Admitter:
         if decision == "DECISION_NEEDS_RECLAIM":
             return self._reclaim(wid, pods, workload, objects)
         return self._deny(wid, pods, reasons_text(result) or [decision])
+
+    def _adopt(self, wid: str) -> list[JSON] | None:
+        """The placements Strata already holds for ``wid`` (a decision committed before a
+        restart, whose pod update never happened), or None."""
+        try:
+            reply = self.client.call(
+                "GetCluster", {"clusterId": self.config.cluster_id, "includeSnapshot": True}
+            )
+        except RpcError:
+            return None
+        for running in (reply.get("snapshot") or {}).get("workloads") or ():
+            if running["workload"]["id"] == wid and running.get("placements"):
+                return list(running["placements"])
+        return None
 
     def _gang_size(self, pods: list[JSON]) -> int:
         for pod in pods:

@@ -165,3 +165,22 @@ def test_device_styles(client: Client, cluster_id: str) -> None:
             == "GPU-aaa,GPU-bbb"
         )
         run.check_everything_sent()
+
+
+def test_restart_adopts_a_committed_decision(client: Client, cluster_id: str) -> None:
+    """A hold committed before a restart (pod still gated) is released, not decided again."""
+    with admit_run(client, cluster_id) as run:
+        run.fake.put(NODES, node("n1", cpu="4", memory="8Gi"))
+        run.fake.put(NODES, node("n2", cpu="4", memory="8Gi"))
+        run.fake.put(PODS, pod("p", "ns", containers=[container(cpu="1")], gated=True))
+        run.syncer.push(run.objects())
+        workload = {"id": "ns/p", "scopeId": "ns", "request": {"cpu": 1000, "pods": 1}}
+        placed = client.call(
+            "Place",
+            {"clusterId": cluster_id, "workloads": [workload], "policy": "POLICY_FIRST_FIT"},
+        )
+        node_id = placed["results"][0]["placements"][0]["nodeId"]
+        [outcome] = run.round()
+        assert outcome.decision == "PLACED", outcome
+        assert run.pod("ns/p")["spec"]["nodeSelector"] == {"kubernetes.io/hostname": node_id}
+        run.check_everything_sent()
