@@ -1,7 +1,8 @@
 """``kube admit``: pods held by the gate ``strata.dev/admission`` are admitted and placed by Strata.
 
 Per batch, gated pods are grouped into workloads (a pod alone, or a gang: the pods sharing a
-``strata.dev/gang`` label or a controlling Job, waiting until ``strata.dev/gang-size`` are there),
+``strata.dev/gang`` label or a controlling Job, waiting until ``strata.dev/gang-size`` pods or the
+Job's parallelism are there),
 and each group is decided with one ``Place`` (admit and place in one step):
 
 * PLACED: every pod gets, in one update, a ``kubernetes.io/hostname`` node selector, the GPU
@@ -49,6 +50,7 @@ from strata_policy.kube.patches import (
 from strata_policy.kube.pods import (
     PodState,
     gang_of,
+    owner_job,
     pod_key,
     pod_state,
     pod_to_workload,
@@ -210,12 +212,25 @@ class Admitter:
         return None
 
     def _gang_size(self, pods: list[JSON]) -> int:
+        """``strata.dev/gang-size``, else the owning Job's parallelism (capped by completions),
+        else the pods there are."""
         for pod in pods:
             text = str(
                 ((pod.get("metadata") or {}).get("annotations") or {}).get(GANG_SIZE_KEY, "")
             )
             if text.isdigit():
                 return int(text)
+        job = owner_job(pods[0])
+        if job:
+            ns = (pods[0].get("metadata") or {}).get("namespace") or "default"
+            try:
+                found = self.api.request("GET", f"/apis/batch/v1/namespaces/{ns}/jobs/{job}")
+            except (ApiError, StreamBroken):
+                return len(pods)
+            spec = found.get("spec") or {}
+            parallelism = int(spec.get("parallelism") or 1)
+            completions = spec.get("completions")
+            return min(parallelism, int(completions)) if completions else parallelism
         return len(pods)
 
     # -- effects ----------------------------------------------------------------------------

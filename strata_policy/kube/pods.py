@@ -190,6 +190,14 @@ def created_ms(meta: Mapping[str, Any]) -> int:
     return int(datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp() * 1000)
 
 
+def owner_job(pod: Mapping[str, Any]) -> str:
+    """The name of the Job controlling the pod, or ""."""
+    for owner in (pod.get("metadata") or {}).get("ownerReferences") or ():
+        if owner.get("kind") == "Job" and owner.get("controller"):
+            return str(owner.get("name") or "")
+    return ""
+
+
 def gang_of(pod: Mapping[str, Any]) -> str:
     """The gang a pod belongs to: its ``strata.dev/gang`` label, else its owning Job; or ""."""
     meta = pod.get("metadata") or {}
@@ -197,10 +205,8 @@ def gang_of(pod: Mapping[str, Any]) -> str:
     label = (meta.get("labels") or {}).get(GANG_KEY)
     if label:
         return f"{ns}/gang-{label}"
-    for owner in meta.get("ownerReferences") or ():
-        if owner.get("kind") == "Job" and owner.get("controller"):
-            return f"{ns}/job-{owner.get('name')}"
-    return ""
+    job = owner_job(pod)
+    return f"{ns}/job-{job}" if job else ""
 
 
 def workload_id(pod: Mapping[str, Any]) -> str:

@@ -68,6 +68,7 @@ class FakeApiServer:
         self.evict_blocked: dict[str, int] = {}  # pod key -> how many 429s before it succeeds
         self.requests: list[tuple[str, str, Any]] = []  # (method, path, body) of writes
         self.open_watches = 0
+        self.jobs: dict[str, JSON] = {}  # "ns/name" -> a batch/v1 Job (read-only here)
 
     # -- the test's side ------------------------------------------------------------------
 
@@ -202,6 +203,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _find(self, path: str) -> JSON | None:
         fake = self.server_fake
         parts = path.strip("/").split("/")
+        if len(parts) == 7 and parts[:2] == ["apis", "batch"] and parts[5] == "jobs":
+            job = fake.jobs.get(f"{parts[4]}/{parts[6]}")
+            return copy.deepcopy(job) if job else None
         if len(parts) == 6 and parts[:2] == ["api", "v1"] and parts[4] == "pods":
             with fake.lock:
                 obj = fake.objects["/api/v1/pods"].get(f"{parts[3]}/{parts[5]}")

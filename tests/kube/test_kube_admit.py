@@ -184,3 +184,23 @@ def test_restart_adopts_a_committed_decision(client: Client, cluster_id: str) ->
         assert outcome.decision == "PLACED", outcome
         assert run.pod("ns/p")["spec"]["nodeSelector"] == {"kubernetes.io/hostname": node_id}
         run.check_everything_sent()
+
+
+def test_job_gang_waits_for_parallelism(client: Client, cluster_id: str) -> None:
+    """Pods of a Job are a gang of the Job's parallelism (capped by completions)."""
+    with admit_run(client, cluster_id) as run:
+        run.fake.put(NODES, node("n1", cpu="8", memory="32Gi"))
+        run.fake.jobs["ns/train"] = {"spec": {"parallelism": 3, "completions": 2}}
+        run.fake.put(
+            PODS, pod("t-0", "ns", containers=[container(cpu="1")], gated=True, owner_job="train")
+        )
+        [waiting] = run.round()
+        assert waiting.decision == "WAITING"
+        assert waiting.reasons == ["gang has 1 of 2 pods"]
+        run.fake.put(
+            PODS, pod("t-1", "ns", containers=[container(cpu="1")], gated=True, owner_job="train")
+        )
+        [outcome] = run.round()
+        assert outcome.decision == "PLACED"
+        assert outcome.workload_id == "ns/job-train"
+        run.check_everything_sent()

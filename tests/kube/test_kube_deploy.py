@@ -55,7 +55,7 @@ def test_rbac_is_least_privilege() -> None:
     expected = (
         {("", r, v) for r in ("nodes", "namespaces", "pods") for v in read}
         | {("", "pods", "patch"), ("", "pods/status", "patch"), ("", "pods/eviction", "create")}
-        | {("", "events", "create")}
+        | {("", "events", "create"), ("batch", "jobs", "get")}
         | {("strata.dev", "stratascopes", v) for v in read}
     )
     assert granted == expected
