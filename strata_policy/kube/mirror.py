@@ -26,13 +26,11 @@ from strata_policy.kube.conventions import DEFAULT_GPU, GpuConventions, Translat
 from strata_policy.kube.nodes import node_to_strata
 from strata_policy.kube.pods import (
     PodState,
-    created_ms,
     placed_devices,
     pod_key,
     pod_node,
     pod_state,
     pod_to_workload,
-    sorted_pods,
     workload_id,
 )
 from strata_policy.kube.scopes import namespace_scope, scope_tree
@@ -95,7 +93,9 @@ class _NodeLedger:
         return chosen
 
 
-def mirror(objects: Objects, gpu: GpuConventions = DEFAULT_GPU) -> Desired:
+def mirror(
+    objects: Objects, gpu: GpuConventions = DEFAULT_GPU, memo: TranslationMemo | None = None
+) -> Desired:
     """The desired Strata cluster (see the module docstring for the rules)."""
     out = Desired()
     for node in objects.get("nodes", {}).values():
@@ -124,46 +124,84 @@ def mirror(objects: Objects, gpu: GpuConventions = DEFAULT_GPU) -> Desired:
     )
     out.problems += problems
     out.scopes = {s["id"]: s for s in scopes}
-    _running(out, live, gpu)
+    memo = memo if memo is not None else TranslationMemo()
+    _running(out, live, gpu, memo)
+    memo.keep_only({pod_key(p) for p, _ in live})
     return out
 
 
-def _running(out: Desired, live: list[tuple[JSON, str]], gpu: GpuConventions) -> None:
+@dataclass
+class TranslationMemo:
+    """Pod translations by pod key, reused while the pod's resourceVersion and scope are unchanged.
+
+    Owned by the ``Syncer`` (one per watched cluster, so one set of GPU conventions) and as long
+    lived as it: a batch then translates only the pods that changed, not the whole cluster.
+    Pods without a resourceVersion (hand-built objects) are never memoized.
+    """
+
+    pods: dict[str, tuple[str, str, JSON]] = field(default_factory=dict)
+
+    def workload(
+        self, pod: Mapping[str, Any], key: str, scope_id: str, gpu: GpuConventions
+    ) -> JSON:
+        """``pod_to_workload``, memoized; raises ``TranslationError`` like it."""
+        version = str((pod.get("metadata") or {}).get("resourceVersion") or "")
+        hit = self.pods.get(key)
+        if version and hit is not None and hit[0] == version and hit[1] == scope_id:
+            return hit[2]
+        workload = pod_to_workload(pod, scope_id, gpu)
+        if version:
+            self.pods[key] = (version, scope_id, workload)
+        return workload
+
+    def keep_only(self, keys: set[str]) -> None:
+        """Forget pods that are gone."""
+        for key in self.pods.keys() - keys:
+            del self.pods[key]
+
+
+def _running(
+    out: Desired, live: list[tuple[JSON, str]], gpu: GpuConventions, memo: TranslationMemo
+) -> None:
     ledgers = {node_id: _NodeLedger(node) for node_id, node in out.nodes.items()}
-    scope_of = {pod_key(p): s for p, s in live}
-    running: list[Mapping[str, Any]] = [
-        p for p, _ in live if pod_state(p) in (PodState.BOUND, PodState.PINNED)
-    ]
-    laid: dict[str, list[tuple[Mapping[str, Any], JSON, list[int]]]] = {}
-    # Pods whose devices Strata wrote are laid first, so a later pod cannot take their devices.
-    ordered = sorted_pods(running)
-    ordered.sort(key=lambda p: placed_devices(p) is None)
-    for pod in ordered:
+    records: list[tuple[bool, int, str, Mapping[str, Any], str, JSON]] = []
+    for pod, scope_id in live:
+        if pod_state(pod) not in (PodState.BOUND, PodState.PINNED):
+            continue
         node_id = pod_node(pod)
         if node_id not in ledgers:
             continue  # its node is gone (or not listed yet): it holds nothing Strata can see
+        key = pod_key(pod)
         try:
-            workload = pod_to_workload(pod, scope_of[pod_key(pod)], gpu)
+            workload = memo.workload(pod, key, scope_id, gpu)
         except TranslationError as exc:
             out.problems.append(str(exc))
             continue
-        devices = ledgers[node_id].take(workload["request"], placed_devices(pod))
+        records.append(
+            (placed_devices(pod) is None, workload["queuedAtMs"], key, pod, node_id, workload)
+        )
+    # Pods whose devices Strata wrote are laid first, so a later pod cannot take their devices;
+    # then by creation time and key, the order a node's devices were most likely handed out in.
+    records.sort(key=lambda r: r[:3])
+    laid: dict[str, list[tuple[str, str, JSON, list[int]]]] = {}
+    for _, _, key, member, node_id, workload in records:
+        devices = ledgers[node_id].take(workload["request"], placed_devices(member))
         if devices is None:
-            out.problems.append(f"pod {pod_key(pod)} does not fit what is left of {node_id}")
+            out.problems.append(f"pod {key} does not fit what is left of {node_id}")
             continue
-        laid.setdefault(workload_id(pod), []).append((pod, workload, devices))
+        laid.setdefault(workload_id(member), []).append((key, node_id, workload, devices))
     for wid, members in laid.items():
-        members.sort(key=lambda m: pod_key(m[0]))
-        first = dict(members[0][1])
+        members.sort(key=lambda m: m[0])
+        first = dict(members[0][2])
         request: dict[str, int] = {}
-        for _, w, _ in members:
+        for _, _, w, _ in members:
             for r, amount in w["request"].items():
                 request[r] = max(request.get(r, 0), amount)
         first.update(id=wid, request=request, replicas=len(members))
         out.workloads[wid] = {
             "workload": first,
             "placements": [
-                {"nodeId": pod_node(p), "gpuDevices": devices} for p, _, devices in members
+                {"nodeId": node_id, "gpuDevices": devices} for _, node_id, _, devices in members
             ],
-            "admittedAtMs": min(created_ms(p.get("metadata") or {}) for p, _, _ in members),
+            "admittedAtMs": min(w["queuedAtMs"] for _, _, w, _ in members),
         }

@@ -28,7 +28,7 @@ from google.protobuf import json_format
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.kube.conventions import DEFAULT_GPU, GpuConventions
-from strata_policy.kube.mirror import Desired, Objects, mirror
+from strata_policy.kube.mirror import Desired, Objects, TranslationMemo, mirror
 from strata_policy.kube.reflector import Cache
 from strata_policy.service.client import RpcError
 
@@ -64,6 +64,9 @@ class ServerView:
     nodes: dict[str, JSON] = field(default_factory=dict)
     scopes: dict[str, JSON] = field(default_factory=dict)
     workloads: dict[str, JSON] = field(default_factory=dict)
+    # kind -> id -> the mirror's own JSON for objects the server holds exactly as we sent them,
+    # so an unchanged object is recognised without converting it again; empty after a re-read.
+    raw: dict[str, dict[str, JSON]] = field(default_factory=dict)
 
     @classmethod
     def of_snapshot(cls, generation: int, snapshot: Mapping[str, Any]) -> ServerView:
@@ -79,25 +82,43 @@ class ServerView:
         )
 
 
-def delta(desired: Desired, view: ServerView) -> JSON:
-    """The ``UpdateSnapshotRequest`` fields that take ``view`` to ``desired`` (held kept)."""
-    nodes = {k: canonical(pb.Node, v) for k, v in desired.nodes.items()}
-    scopes = {k: canonical(pb.Scope, v) for k, v in desired.scopes.items()}
-    workloads = {k: canonical(pb.RunningWorkload, v) for k, v in desired.workloads.items()}
-    return {
-        "upsertNodes": [nodes[k] for k in sorted(nodes) if view.nodes.get(k) != nodes[k]],
-        "removeNodeIds": sorted(view.nodes.keys() - nodes.keys()),
-        "upsertScopes": [scopes[k] for k in sorted(scopes) if view.scopes.get(k) != scopes[k]],
-        "removeScopeIds": sorted(view.scopes.keys() - scopes.keys()),
-        "upsertWorkloads": [
-            workloads[k] for k in sorted(workloads) if view.workloads.get(k) != workloads[k]
-        ],
-        "removeWorkloadIds": sorted(view.workloads.keys() - workloads.keys() - desired.held),
-    }
+KINDS = (
+    ("nodes", pb.Node, "upsertNodes", "removeNodeIds"),
+    ("scopes", pb.Scope, "upsertScopes", "removeScopeIds"),
+    ("workloads", pb.RunningWorkload, "upsertWorkloads", "removeWorkloadIds"),
+)
 
 
-def _apply(view: ServerView, change: Mapping[str, Any], generation: int) -> ServerView:
-    out = ServerView(generation, dict(view.nodes), dict(view.scopes), dict(view.workloads))
+def delta(desired: Desired, view: ServerView) -> tuple[JSON, dict[str, dict[str, JSON]]]:
+    """The ``UpdateSnapshotRequest`` fields that take ``view`` to ``desired`` (held kept), and
+    the mirror's JSON to remember as ``view.raw`` once that call commits.
+
+    An object equal to what we last sent is skipped without a conversion; any other is compared
+    in canonical form (the server's answer fills defaults we leave out).
+    """
+    change: JSON = {}
+    raw = {"nodes": desired.nodes, "scopes": desired.scopes, "workloads": desired.workloads}
+    for kind, message, upsert, remove in KINDS:
+        wanted, current, known = raw[kind], getattr(view, kind), view.raw.get(kind, {})
+        upserts = []
+        for key in sorted(wanted):
+            if known.get(key) == wanted[key]:
+                continue
+            converted = canonical(message, wanted[key])
+            if current.get(key) != converted:
+                upserts.append(converted)
+        gone = current.keys() - wanted.keys()
+        if kind == "workloads":
+            gone -= desired.held
+        change[upsert] = upserts
+        change[remove] = sorted(gone)
+    return change, raw
+
+
+def _apply(
+    view: ServerView, change: Mapping[str, Any], generation: int, raw: dict[str, dict[str, JSON]]
+) -> ServerView:
+    out = ServerView(generation, dict(view.nodes), dict(view.scopes), dict(view.workloads), raw)
     for key in change["removeNodeIds"]:
         out.nodes.pop(key, None)
     for key in change["removeScopeIds"]:
@@ -143,6 +164,7 @@ class Syncer:
         self.max_conflicts = max_conflicts
         self.clock = clock
         self.view: ServerView | None = None
+        self.memo = TranslationMemo()
         self.stats = SyncStats()
         self.synced = threading.Event()
 
@@ -161,7 +183,7 @@ class Syncer:
 
     def push(self, objects: Objects) -> None:
         """Make the server hold ``mirror(objects)``; retries on generation conflicts."""
-        desired = mirror(objects, self.gpu)
+        desired = mirror(objects, self.gpu, self.memo)
         self.stats.problems = desired.problems
         for _ in range(self.max_conflicts + 1):
             if self.view is None:
@@ -172,9 +194,15 @@ class Syncer:
                 )
                 self.stats.pushes += 1
                 self.view = ServerView.of_snapshot(int(reply["generation"]), desired.snapshot())
+                self.view.raw = {
+                    "nodes": desired.nodes,
+                    "scopes": desired.scopes,
+                    "workloads": desired.workloads,
+                }
                 return
-            change = delta(desired, self.view)
+            change, raw = delta(desired, self.view)
             if not any(change.values()):
+                self.view.raw = raw
                 return
             request = {
                 "clusterId": self.cluster_id,
@@ -191,7 +219,7 @@ class Syncer:
                 self.view = None
                 continue
             self.stats.calls += 1
-            self.view = _apply(self.view, change, int(reply["generation"]))
+            self.view = _apply(self.view, change, int(reply["generation"]), raw)
             return
         raise RuntimeError(f"gave up after {self.max_conflicts} generation conflicts")
 
