@@ -203,6 +203,9 @@ class HttpKubeApi:
             raise StreamBroken("client closed")
         raw = self._send("GET", path, query, timeout=(10.0, timeout_seconds + 30.0))
         with self._lock:
+            if self._closed:  # closed while we were connecting: nobody will interrupt us later
+                raw.close()
+                raise StreamBroken("client closed")
             self._open.add(raw)
         try:
             if raw.status == 410:

@@ -90,8 +90,12 @@ def running_sync(fake: FakeApiServer, client: Client, cluster_id: str) -> Iterat
         for kind, path in PATHS.items():
             reflector = Reflector(api, cache, kind, path, watch_timeout_s=30, backoff_s=0.05)
             run.reflectors.append(reflector)
-            threads.append(threading.Thread(target=reflector.run, args=(stop,), daemon=True))
-        threads.append(threading.Thread(target=syncer.run, args=(stop, KINDS), daemon=True))
+            threads.append(
+                threading.Thread(target=reflector.run, args=(stop,), daemon=True, name=kind)
+            )
+        threads.append(
+            threading.Thread(target=syncer.run, args=(stop, KINDS), daemon=True, name="sync")
+        )
         for t in threads:
             t.start()
         try:
@@ -100,5 +104,6 @@ def running_sync(fake: FakeApiServer, client: Client, cluster_id: str) -> Iterat
             stop.set()
             api.close()
             for t in threads:
-                t.join(timeout=5)
-            assert not any(t.is_alive() for t in threads), "a sync thread did not stop"
+                t.join(timeout=15)
+            alive = [t.name for t in threads if t.is_alive()]
+            assert not alive, f"threads did not stop: {alive}"
