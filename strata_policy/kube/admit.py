@@ -25,6 +25,7 @@ Compute, then effect: decisions come from the server; this module only turns the
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -102,6 +103,17 @@ def _merge(target: Any, patch: Any) -> Any:
     return out
 
 
+def _signature(pods: list[JSON]) -> str:
+    """What of a group's pods can change a decision: spec, labels, annotations (not status)."""
+    parts = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        parts.append(
+            [meta.get("name"), meta.get("labels"), meta.get("annotations"), pod.get("spec")]
+        )
+    return json.dumps(parts, sort_keys=True)
+
+
 def reasons_text(result: Mapping[str, Any]) -> list[str]:
     """Strata's reasons as lines: ``CODE: message``."""
     return [f"{r.get('code', '')}: {r.get('message', '')}" for r in result.get("reasons") or ()]
@@ -127,6 +139,8 @@ class Admitter:
         self.sleep = sleep
         self.held: dict[str, list[JSON]] = {}  # workload id -> placements Strata holds for it
         self.reported: dict[str, str] = {}  # pod key -> the last message we reported
+        # workload id -> (its pods' signature, the generation) when it last stayed gated
+        self.settled: dict[str, tuple[str, int | None]] = {}
 
     # -- grouping ---------------------------------------------------------------------------
 
@@ -141,11 +155,37 @@ class Admitter:
         return out
 
     def step(self, objects: Objects) -> list[Outcome]:
-        """Decide every gated group once; release holds whose pods are gone."""
+        """Decide every gated group that may decide differently now; release orphaned holds.
+
+        A group that stayed gated (denied, waiting, eviction blocked) is decided again only when
+        its pods changed (spec, labels or annotations) or the Strata cluster did (a new
+        generation), so a held pod costs one ``GetCluster`` per batch, not a ``Place``.
+        """
         groups = self.groups(objects)
         for wid in sorted(self.held.keys() - groups.keys()):
             self._release_hold(wid)
-        return [self._decide(wid, pods, objects) for wid, pods in sorted(groups.items())]
+        for wid in self.settled.keys() - groups.keys():
+            del self.settled[wid]
+        generation = self._generation()
+        out: list[Outcome] = []
+        for wid, pods in sorted(groups.items()):
+            signature = (_signature(pods), generation)
+            if generation is not None and self.settled.get(wid) == signature:
+                continue
+            outcome = self._decide(wid, pods, objects)
+            if outcome.decision in ("DENIED", "WAITING"):
+                self.settled[wid] = (signature[0], self._generation())
+            else:
+                self.settled.pop(wid, None)
+            out.append(outcome)
+        return out
+
+    def _generation(self) -> int | None:
+        try:
+            reply = self.client.call("GetCluster", {"clusterId": self.config.cluster_id})
+        except RpcError:
+            return None
+        return int(reply["generation"])
 
     # -- deciding ---------------------------------------------------------------------------
 

@@ -204,3 +204,18 @@ def test_job_gang_waits_for_parallelism(client: Client, cluster_id: str) -> None
         assert outcome.decision == "PLACED"
         assert outcome.workload_id == "ns/job-train"
         run.check_everything_sent()
+
+
+def test_held_pod_is_decided_again_only_on_change(client: Client, cluster_id: str) -> None:
+    """A denied pod is not re-decided every batch; a new node makes it decide (and place) again."""
+    with admit_run(client, cluster_id) as run:
+        run.fake.put(NODES, node("n1", cpu="2", memory="8Gi"))
+        run.fake.put(PODS, pod("p", "ns", containers=[container(cpu="4")], gated=True))
+        [denied] = run.round()
+        assert denied.decision == "DENIED"
+        assert run.round() == []  # nothing changed: no Place, no outcome
+        run.fake.put(NODES, node("n2", cpu="8", memory="8Gi"))
+        [placed] = run.round()
+        assert placed.decision == "PLACED"
+        assert run.pod("ns/p")["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "n2"}
+        run.check_everything_sent()
