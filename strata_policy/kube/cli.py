@@ -30,7 +30,7 @@ from strata_policy.kube.admit import AdmitConfig, Admitter
 from strata_policy.kube.api import HttpKubeApi
 from strata_policy.kube.conventions import GpuConventions, TranslationError
 from strata_policy.kube.metrics import KubeCollector
-from strata_policy.kube.mirror import PATHS
+from strata_policy.kube.mirror import OPTIONAL, PATHS
 from strata_policy.kube.nodes import node_to_strata
 from strata_policy.kube.platforms import cnpg_cluster_to_workload, inference_service_to_workloads
 from strata_policy.kube.pods import pod_to_workload
@@ -144,7 +144,11 @@ def _run_controllers(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     threads = [
-        threading.Thread(target=Reflector(api, cache, kind, path).run, args=(stop,), name=kind)
+        threading.Thread(
+            target=Reflector(api, cache, kind, path, optional=kind in OPTIONAL).run,
+            args=(stop,),
+            name=kind,
+        )
         for kind, path in PATHS.items()
     ]
     if not (args.command == "admit" and args.no_sync):

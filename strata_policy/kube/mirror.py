@@ -38,6 +38,7 @@ from strata_policy.kube.scopes import namespace_scope, scope_tree
 JSON = dict[str, Any]
 Objects = Mapping[str, Mapping[str, JSON]]
 
+OPTIONAL = frozenset({"stratascopes"})  # a cluster without the CRD simply has no StrataScopes
 PATHS = {
     "nodes": "/api/v1/nodes",
     "namespaces": "/api/v1/namespaces",

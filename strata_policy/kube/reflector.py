@@ -115,6 +115,7 @@ class Reflector:
     watch_timeout_s: int = 300
     backoff_s: float = 0.5
     max_backoff_s: float = 30.0
+    optional: bool = False  # a 404 (e.g. the CRD is not installed) means "none", not "wait"
     stats: KindStats = field(default_factory=KindStats)
 
     def run(self, stop: threading.Event) -> None:
@@ -128,7 +129,12 @@ class Reflector:
                 self._watch_until_expired(stop)
             except WatchExpired:
                 self.stats.expired += 1
-            except (ApiError, StreamBroken, OSError):
+            except ApiError as exc:
+                self.stats.errors += 1
+                if exc.status == 404 and self.optional:
+                    self.cache.replace(self.kind, [], "")
+                    delay = self.max_backoff_s  # look again now and then: it may be installed
+            except (StreamBroken, OSError):
                 self.stats.errors += 1
             if stop.wait(delay):
                 return

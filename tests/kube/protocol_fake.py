@@ -69,6 +69,7 @@ class FakeApiServer:
         self.requests: list[tuple[str, str, Any]] = []  # (method, path, body) of writes
         self.open_watches = 0
         self.jobs: dict[str, JSON] = {}  # "ns/name" -> a batch/v1 Job (read-only here)
+        self.missing: set[str] = set()  # collections that answer 404 (a CRD not installed)
 
     # -- the test's side ------------------------------------------------------------------
 
@@ -188,6 +189,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        if url.path in self.server_fake.missing:
+            self._status(404, "NotFound", "the server could not find the requested resource")
+            return
         if url.path in COLLECTIONS:
             if query.get("watch") in ("true", "1"):
                 self._watch(url.path, query)

@@ -13,7 +13,7 @@ from protocol_fake import FakeApiServer
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.kube.api import HttpKubeApi
-from strata_policy.kube.mirror import PATHS, mirror
+from strata_policy.kube.mirror import OPTIONAL, PATHS, mirror
 from strata_policy.kube.reflector import Cache, Reflector
 from strata_policy.kube.sync import ServerView, Syncer, canonical
 from strata_policy.service.client import Client
@@ -88,7 +88,15 @@ def running_sync(fake: FakeApiServer, client: Client, cluster_id: str) -> Iterat
         stop = threading.Event()
         threads = []
         for kind, path in PATHS.items():
-            reflector = Reflector(api, cache, kind, path, watch_timeout_s=30, backoff_s=0.05)
+            reflector = Reflector(
+                api,
+                cache,
+                kind,
+                path,
+                watch_timeout_s=30,
+                backoff_s=0.05,
+                optional=kind in OPTIONAL,
+            )
             run.reflectors.append(reflector)
             threads.append(
                 threading.Thread(target=reflector.run, args=(stop,), daemon=True, name=kind)

@@ -190,3 +190,16 @@ def test_property_cluster_equals_fake(client: Client, before: list, after: list)
         for op in after:
             _do(fake, op)
         _converge(run)
+
+
+def test_without_the_crd(client: Client, cluster_id: str) -> None:
+    """A cluster without the StrataScope CRD (404) syncs with no StrataScopes."""
+    fake = FakeApiServer()
+    fake.missing.add(SCOPES)
+    fake.put(NODES, node("n1", cpu="8", memory="32Gi"))
+    fake.put(PODS, pod("p1", "team-a", containers=[container(cpu="1")], node_name="n1"))
+    with running_sync(fake, client, cluster_id) as run:
+        _converge(run)
+        view = run.server_view()
+        assert view is not None
+        assert sorted(view.scopes) == ["team-a"]
