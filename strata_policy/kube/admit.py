@@ -324,6 +324,10 @@ class Admitter:
             self._release_hold(wid)
             return Outcome(wid, "ERROR", keys, [f"{len(placements)} placements for {len(pods)}"])
         nodes = objects.get("nodes", {})
+        missing = sorted({str(p["nodeId"]) for p in placements} - nodes.keys())
+        if missing:  # the node went away after Strata chose it: decide again
+            self._release_hold(wid)
+            return Outcome(wid, "ERROR", keys, [f"chosen node gone: {', '.join(missing)}"])
         patches: list[tuple[JSON, JSON]] = []
         try:
             for pod, placement in zip(pods, placements, strict=True):

@@ -110,6 +110,12 @@ def delta(desired: Desired, view: ServerView) -> tuple[JSON, dict[str, dict[str,
         gone = current.keys() - wanted.keys()
         if kind == "workloads":
             gone -= desired.held
+        elif kind == "nodes":  # a node a held workload sits on goes once the hold is released
+            gone -= {
+                p["nodeId"]
+                for wid in desired.held & view.workloads.keys()
+                for p in view.workloads[wid].get("placements") or ()
+            }
         change[upsert] = upserts
         change[remove] = sorted(gone)
     return change, raw
@@ -185,8 +191,10 @@ class Syncer:
         """Make the server hold ``mirror(objects)``; retries on generation conflicts."""
         desired = mirror(objects, self.gpu, self.memo)
         self.stats.problems = desired.problems
+        reread = False
         for _ in range(self.max_conflicts + 1):
             if self.view is None:
+                reread = True
                 self.refresh()
             if self.view is None:
                 reply = self.client.call(
@@ -201,6 +209,11 @@ class Syncer:
                 }
                 return
             change, raw = delta(desired, self.view)
+            if not any(change.values()) and not reread and self.view.nodes.keys() - desired.nodes:
+                # A node is kept only for a hold our view may no longer hold: an empty delta
+                # would never tell us, so read the server once and decide again.
+                self.view = None
+                continue
             if not any(change.values()):
                 self.view.raw = raw
                 return

@@ -104,6 +104,7 @@ class FakeApiServer:
         with self.lock:
             self.floor = self.version
             self.history = []
+            self.lock.notify_all()
 
     def drop_watches(self) -> None:
         """Cut every open watch connection mid-stream."""
@@ -284,7 +285,9 @@ class _Handler(BaseHTTPRequestHandler):
                     )
                     pending = [(v, k, o) for v, p, k, o in fake.history if p == path and v > cursor]
                     dropped = fake.drops != drops
-                    expiring = fake.expiries != expiries
+                    # history compacted past this watch: what it has not sent yet is gone, so
+                    # it must end with 410 (as etcd ends a watch that fell behind compaction)
+                    expiring = fake.expiries != expiries or cursor < fake.floor
                     bookmark = fake.bookmarks != marks
                     marks = fake.bookmarks
                     now = fake.version

@@ -219,3 +219,28 @@ def test_held_pod_is_decided_again_only_on_change(client: Client, cluster_id: st
         assert placed.decision == "PLACED"
         assert run.pod("ns/p")["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "n2"}
         run.check_everything_sent()
+
+
+def test_chosen_node_gone_decides_again(client: Client, cluster_id: str) -> None:
+    """A hold on a node that was deleted is released and the pod decided again elsewhere."""
+    with admit_run(client, cluster_id) as run:
+        run.fake.put(NODES, node("n1", cpu="4", memory="8Gi"))
+        run.fake.put(NODES, node("n2", cpu="4", memory="8Gi"))
+        run.fake.put(PODS, pod("p", "ns", containers=[container(cpu="1")], gated=True))
+        run.syncer.push(run.objects())
+        workload = {"id": "ns/p", "scopeId": "ns", "request": {"cpu": 1000, "pods": 1}}
+        client.call(
+            "Place",
+            {"clusterId": cluster_id, "workloads": [workload], "policy": "POLICY_FIRST_FIT"},
+        )
+        run.fake.delete(NODES, "n1")
+        [gone] = run.round()
+        assert gone.decision == "ERROR"
+        assert gone.reasons == ["chosen node gone: n1"]
+        [placed] = run.round()
+        assert placed.decision == "PLACED", placed
+        assert run.pod("ns/p")["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "n2"}
+        view = run.syncer.view
+        assert view is not None
+        assert sorted(view.nodes) == ["n2"]
+        run.check_everything_sent()

@@ -64,3 +64,20 @@ def test_memos_equal_the_plain_path(steps: list[tuple[int, str, str, str, bool]]
         assert not any(
             delta(plain, ServerView(0, view.nodes, view.scopes, view.workloads))[0].values()
         )
+
+
+def test_a_held_workloads_node_stays() -> None:
+    """The sync never removes a node under a workload it must keep (a gated pod's hold)."""
+    objects = _objects()
+    objects["pods"]["ns/g"] = pod("g", "ns", containers=[container(cpu="1")], gated=True)
+    del objects["nodes"]["n1"]
+    desired = mirror(objects)
+    held = {"workload": {"id": "ns/g", "scopeId": "a"}, "placements": [{"nodeId": "n1"}]}
+    view = ServerView(1, {"n0": {}, "n1": {}}, {}, {"ns/g": held})
+    change, _ = delta(desired, view)
+    assert change["removeNodeIds"] == []
+    assert change["removeWorkloadIds"] == []
+    del objects["pods"]["ns/g"]
+    change, _ = delta(mirror(objects), view)
+    assert change["removeNodeIds"] == ["n1"]
+    assert change["removeWorkloadIds"] == ["ns/g"]
