@@ -70,6 +70,7 @@ class FakeApiServer:
         self.open_watches = 0
         self.jobs: dict[str, JSON] = {}  # "ns/name" -> a batch/v1 Job (read-only here)
         self.missing: set[str] = set()  # collections that answer 404 (a CRD not installed)
+        self.authorizations: set[str] = set()  # Authorization headers seen
 
     # -- the test's side ------------------------------------------------------------------
 
@@ -188,6 +189,7 @@ class _Handler(BaseHTTPRequestHandler):
         return json.loads(self.rfile.read(length) or b"null")
 
     def do_GET(self) -> None:
+        self.server_fake.authorizations.add(self.headers.get("Authorization") or "")
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         if url.path in self.server_fake.missing:

@@ -115,6 +115,7 @@ def test_sync_process_stops_cleanly(
             assert wait_until(synced, 60), proc.stderr.read1().decode() if proc.poll() else ""
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0
+            assert fake.authorizations == {"Bearer t"}  # the kubeconfig's credentials
         finally:
             if proc.poll() is None:
                 proc.kill()
