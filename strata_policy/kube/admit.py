@@ -39,12 +39,12 @@ from strata_policy.kube.conventions import (
     GpuConventions,
     TranslationError,
 )
+from strata_policy.kube.evictions import evict_pods, victim_pods
 from strata_policy.kube.gated import update_violations
 from strata_policy.kube.mirror import Objects
 from strata_policy.kube.patches import (
     condition_patch,
     event,
-    eviction,
     pod_path,
     release_patch,
 )
@@ -388,28 +388,10 @@ class Admitter:
 
     def _evict(self, victims: list[str], objects: Objects) -> list[str]:
         """Evict every pod of every victim workload; the pods still blocked after retries."""
-        wanted = set(victims)
-        targets = [
-            p
-            for p in objects.get("pods", {}).values()
-            if workload_id(p) in wanted and pod_state(p) in (PodState.BOUND, PodState.PINNED)
-        ]
-        blocked: list[str] = []
-        for pod in sorted(targets, key=pod_key):
-            delay = self.config.eviction_backoff_s
-            for attempt in range(self.config.eviction_attempts):
-                try:
-                    self._send("POST", pod_path(pod, "eviction"), eviction(pod), "application/json")
-                    break
-                except ApiError as exc:
-                    if exc.status == 404:
-                        break  # already gone
-                    if exc.status != 429 or attempt == self.config.eviction_attempts - 1:
-                        blocked.append(pod_key(pod))
-                        break
-                except StreamBroken:
-                    blocked.append(pod_key(pod))
-                    break
-                self.sleep(delay)
-                delay *= 2
-        return blocked
+        return evict_pods(
+            self.api,
+            victim_pods(victims, objects),
+            self.config.eviction_attempts,
+            self.config.eviction_backoff_s,
+            self.sleep,
+        )
