@@ -134,7 +134,7 @@ class Reflector:
                 if exc.status == 404 and self.optional:
                     self.cache.replace(self.kind, [], "")
                     delay = self.max_backoff_s  # look again now and then: it may be installed
-            except (StreamBroken, OSError):
+            except (StreamBroken, OSError, ValueError):  # ValueError: a list that is not JSON
                 self.stats.errors += 1
             if stop.wait(delay):
                 return

@@ -255,7 +255,7 @@ class Syncer:
             try:
                 self.step()
                 self.synced.set()
-            except (RpcError, RuntimeError) as exc:
+            except Exception as exc:  # the sync thread reports and retries; it never dies
                 self.stats.failures += 1
                 self.stats.problems = [*self.stats.problems, f"sync failed: {exc}"]
                 self.cache.changed.set()  # try again next round
