@@ -53,6 +53,15 @@ def api() -> Iterator[HttpKubeApi]:
     except ApiError as exc:
         if exc.status != 409:
             raise
+
+    def established() -> bool:
+        try:
+            kube.list("/apis/strata.dev/v1alpha1/stratascopes")
+        except ApiError:
+            return False
+        return True
+
+    assert _until(established, 60), "the StrataScope CRD was not established"
     yield kube
     kube.close()
 
