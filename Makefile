@@ -7,10 +7,10 @@ STAMP := $(VENV)/.installed
 PROTOS := $(wildcard protos/strata/policy/v1/*.proto)
 
 .DEFAULT_GOAL := help
-.PHONY: help serve test lint typecheck protos bench fmt node clean
+.PHONY: help serve test lint typecheck protos bench fmt node clean e2e-kube
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,9 @@ protos: $(STAMP) ## Regenerate generated/ from protos/
 
 bench: $(STAMP) ## Run the benchmarks and print ratios (docs/benchmarks.md has the latest)
 	$(PY) -m benchmarks
+
+e2e-kube: $(STAMP) ## Kube controllers against the real cluster in KUBECONFIG (kind/k3d); skips without
+	STRATA_E2E_KUBE=1 $(PY) -m pytest -q -p no:randomly -rs tests/kube_e2e
 
 fmt: $(STAMP) ## Format Python and protos
 	$(VENV)/bin/ruff format .
