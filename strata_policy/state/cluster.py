@@ -1,9 +1,10 @@
 """One cluster's state: the node matrix, the quota tree, the running workloads, the generation.
 
-Built once per snapshot change (``ClusterState.build``), then changed in place only through
-``add``/``add_many``/``remove``/``set_placements``, each of which records its exact inverse while a
-transaction is open. That is how a dry run or a failed batch changes nothing: simulate, then undo
-(STYLE habit 3). The engine holds the cluster's lock around every transaction.
+Built once per pushed snapshot (``ClusterState.build``), then changed in place only through
+``add``/``add_many``/``put``/``remove``/``set_placements`` and, for an UpdateSnapshot's node and
+scope changes, ``swap_nodes``/``swap_scopes`` (``state.incremental``), each of which records its
+exact inverse while a transaction is open. That is how a dry run or a failed batch changes
+nothing: simulate, then undo (STYLE habit 3). The engine holds the cluster's lock around every transaction.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from strata_policy.errors import FieldViolation, InvalidArgument
-from strata_policy.model import Placement, RunningWorkload, Snapshot
+from strata_policy.model import Node, Placement, RunningWorkload, Scope, Snapshot
 from strata_policy.model.resources import Resources
 from strata_policy.quota import QuotaTree
 from strata_policy.state.allocation import ReplicaRows
@@ -204,6 +205,45 @@ class ClusterState:
         self._record(lambda: self._unremove(rw, seq))
         return rw
 
+    def put(self, rw: RunningWorkload, seq: int | None = None) -> None:
+        """``add``, all or nothing, at admission number ``seq`` (a workload an UpdateSnapshot
+        replaces keeps its place in the admission order) or the next one.
+
+        Raises before changing anything: ``InvalidArgument`` when the id is held or the scope
+        unknown, ``ValueError`` when a replica does not fit where it is placed.
+        """
+        wid = rw.workload.id
+        if wid in self.workloads:
+            raise InvalidArgument.one("workload.id", f"workload {wid!r} is already admitted")
+        self.tree.path(rw.workload.scope_id)  # an unknown scope raises here, before any change
+        if rw.placements:
+            self._allocate_all((rw,), None)
+        self.tree.charge(rw.workload.scope_id, rw.workload.total)
+        self.workloads[wid] = rw
+        if seq is None:
+            seq = self._next_seq
+            self._next_seq += 1
+        self._seq[wid] = seq
+        self.touched.add(wid)
+        self._record(lambda: self._unadd(rw))
+
+    def seq_of(self, workload_id: str) -> int:
+        """The admission number of a held workload (its place in ``snapshot()``)."""
+        return self._seq[workload_id]
+
+    def swap_nodes(self, matrix: NodeMatrix) -> None:
+        """Replace the node matrix (nodes upserted or removed; ``node_changes.rebuilt``)."""
+        old = (self.matrix, self.nodes, self._capacity)
+        self.matrix, self.nodes = matrix, matrix.nodes
+        self._capacity = matrix.total_capacity(schedulable_only=True)
+        self._record(lambda: self._restore_nodes(*old))
+
+    def swap_scopes(self, tree: QuotaTree, scopes: tuple[Scope, ...]) -> None:
+        """Replace the quota tree and the scope list (scopes upserted or removed)."""
+        old = (self.tree, self.scopes)
+        self.tree, self.scopes = tree, scopes
+        self._record(lambda: self._restore_scopes(*old))
+
     def set_placements(
         self, workload_id: str, placements: tuple[Placement, ...]
     ) -> RunningWorkload:
@@ -294,6 +334,14 @@ class ClusterState:
         self._allocate(rw.workload.request, rw.placements)
         self.workloads[rw.workload.id] = rw
         self._seq[rw.workload.id] = seq
+
+    def _restore_nodes(
+        self, matrix: NodeMatrix, nodes: tuple[Node, ...], capacity: dict[str, int]
+    ) -> None:
+        self.matrix, self.nodes, self._capacity = matrix, nodes, capacity
+
+    def _restore_scopes(self, tree: QuotaTree, scopes: tuple[Scope, ...]) -> None:
+        self.tree, self.scopes = tree, scopes
 
     def _unplace(self, old: RunningWorkload, new: RunningWorkload) -> None:
         self._deallocate(new.workload.request, new.placements)
