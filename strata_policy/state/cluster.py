@@ -4,7 +4,8 @@ Built once per pushed snapshot (``ClusterState.build``), then changed in place o
 ``add``/``add_many``/``put``/``remove``/``set_placements`` and, for an UpdateSnapshot's node and
 scope changes, ``swap_nodes``/``swap_scopes`` (``state.incremental``), each of which records its
 exact inverse while a transaction is open. That is how a dry run or a failed batch changes
-nothing: simulate, then undo (STYLE habit 3). The engine holds the cluster's lock around every transaction.
+nothing: simulate, then undo (STYLE habit 3). The engine holds the cluster's lock around every
+transaction.
 """
 
 from __future__ import annotations
