@@ -220,6 +220,13 @@ class Engine:
                 allocated=state.matrix.total_allocated(),
             )
 
+    def counts(self, cluster_id: str) -> tuple[int, int, int]:
+        """Nodes, scopes and workloads the cluster holds: ``get_cluster``'s counts in O(1),
+        for answers that carry only these (UpdateSnapshot's, one per watch event)."""
+        with self.store.slot(cluster_id) as slot:
+            state = slot.require(cluster_id)
+            return len(state.nodes), len(state.scopes), len(state.workloads)
+
     def snapshot(self, cluster_id: str) -> tuple[int, Snapshot]:
         """The generation and the whole snapshot (what PushSnapshot would recreate)."""
         with self.store.slot(cluster_id) as slot:

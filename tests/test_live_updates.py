@@ -34,6 +34,7 @@ BASE = snapshot(
         node("n0", cpu=16, gpus=4, model="A100", labels={"zone": "a"}),
         node("n1", cpu=16, gpus=2, model="T4", labels={"zone": "b"}, extra={"rdma": 4}),
         node("n2", cpu=8, gpus=0, labels={"zone": "a"}),
+        node("n3", cpu=8, gpus=4, model="A100"),
     ],
     [
         scope("org", limit={"gpu": 8000}),
@@ -155,9 +156,24 @@ workload_deltas = st.builds(
         tuple
     ),
 )
+tweaked_nodes = st.builds(
+    lambda n, cpu, gpus, cordoned, zone: dataclasses.replace(
+        n,
+        capacity={**n.capacity, "cpu": cpu, "gpu": gpus * 1000},
+        unschedulable=cordoned,
+        labels={"zone": zone},
+    ),
+    st.sampled_from(BASE.nodes[:2]),
+    st.sampled_from([1000, 8000, 16000]),
+    st.sampled_from([0, 1, 2, 4]),
+    st.booleans(),
+    st.sampled_from(["a", "b"]),
+)  # same model and columns: mostly rows patched in place (``node_changes._patched``)
 node_deltas = st.builds(
     Delta,
-    upsert_nodes=st.lists(nodes_st, max_size=2, unique_by=lambda n: n.id).map(tuple),
+    upsert_nodes=st.lists(
+        st.one_of(nodes_st, tweaked_nodes, tweaked_nodes), max_size=2, unique_by=lambda n: n.id
+    ).map(tuple),
     remove_node_ids=st.lists(st.sampled_from(NODE_IDS[2:]), max_size=1).map(tuple),
 )
 scope_deltas = st.builds(
@@ -313,14 +329,24 @@ CASES = [
         id="removed then upserted workload goes last",
     ),
     pytest.param(
-        Delta(upsert_nodes=(node("n3", cpu=4),), remove_node_ids=("n2",)),
-        {"nodes": ["n0", "n1", "n3"]},
+        Delta(upsert_nodes=(node("n4", cpu=4),), remove_node_ids=("n2",)),
+        {"nodes": ["n0", "n1", "n3", "n4"]},
         id="new node appended, removed node's row closes up",
     ),
     pytest.param(
         Delta(upsert_nodes=(node("n0", cpu=16, gpus=4, unschedulable=True),)),
-        {"nodes": ["n0", "n1", "n2"]},
+        {"nodes": ["n0", "n1", "n2", "n3"]},
         id="cordoned node keeps its row",
+    ),
+    pytest.param(
+        Delta(upsert_nodes=(node("n1", cpu=16, gpus=2, model="A100", extra={"rdma": 4}),)),
+        {"nodes": ["n0", "n1", "n2", "n3"]},
+        id="the last T4 node becomes an A100: the model list shrinks",
+    ),
+    pytest.param(
+        Delta(upsert_nodes=(node("n1", cpu=16, gpus=2, model="T4"),)),
+        {"nodes": ["n0", "n1", "n2", "n3"]},
+        id="the last node listing rdma drops it: the column goes",
     ),
     pytest.param(
         Delta(upsert_scopes=(scope("team-b", "org"), scope("lab", limit={"cpu": 9000}))),
@@ -332,7 +358,8 @@ CASES = [
 
 @pytest.mark.parametrize(("delta", "order"), CASES)
 def test_where_upserted_and_removed_items_go(delta: Delta, order: dict[str, list[str]]) -> None:
-    """Items keep, take or leave their place as the plain path's snapshot orders them."""
+    """Items keep, take or leave their place as the plain path's snapshot orders them, and the
+    state is what a push of the resulting snapshot builds."""
     engine = Engine()
     engine.push_snapshot("c", BASE)
     engine.update_snapshot("c", delta)
@@ -343,6 +370,10 @@ def test_where_upserted_and_removed_items_go(delta: Delta, order: dict[str, list
         "workloads": [rw.workload.id for rw in snap.workloads],
     }
     assert {k: got[k] for k in order} == order
+    pushed = Engine()
+    pushed.push_snapshot("c", snap)
+    pushed.store._slots["c"].state.generation = 2  # type: ignore[union-attr]  # pushed: it holds one
+    assert state_of(pushed) == state_of(engine)
 
 
 BAD = [
@@ -358,6 +389,21 @@ BAD = [
         Delta(upsert_nodes=(node("n0", cpu=16, gpus=1),)),
         "snapshot.workloads[0].placements[0]",
         id="node lost a device in use",
+    ),
+    pytest.param(
+        Delta(upsert_nodes=(node("n0", cpu=16, gpus=1, model="A100", labels={"zone": "a"}),)),
+        "snapshot.workloads[0].placements[0]",
+        id="node patched in place lost a device in use beside a free one",
+    ),
+    pytest.param(
+        Delta(upsert_nodes=(node("n0", cpu=1, gpus=4, model="A100", labels={"zone": "a"}),)),
+        "snapshot.workloads[0].placements[0]",
+        id="node patched in place below what runs on it",
+    ),
+    pytest.param(
+        Delta(upsert_nodes=(node("n1", cpu=16, model="T4", extra={"rdma": 4}),)),
+        "snapshot.workloads[1].placements[0]",
+        id="node patched in place lost a device in use",
     ),
     pytest.param(
         Delta(upsert_workloads=(running(workload("w9", "lab", cpu=99), "n2"),)),

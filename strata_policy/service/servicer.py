@@ -86,12 +86,9 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             expected_generation=request.expected_generation,
             request_id=request.request_id,
         )
-        info = self.engine.get_cluster(request.cluster_id)
+        nodes, scopes, workloads = self.engine.counts(request.cluster_id)
         return svc.UpdateSnapshotResponse(
-            generation=generation,
-            node_count=info.node_count,
-            scope_count=info.scope_count,
-            workload_count=info.workload_count,
+            generation=generation, node_count=nodes, scope_count=scopes, workload_count=workloads
         )
 
     @_errors_to_status

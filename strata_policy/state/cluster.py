@@ -18,6 +18,7 @@ from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Node, Placement, RunningWorkload, Scope, Snapshot
 from strata_policy.model.resources import Resources
 from strata_policy.quota import QuotaTree
+from strata_policy.state import allocation
 from strata_policy.state.allocation import ReplicaRows
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskMix
@@ -206,6 +207,19 @@ class ClusterState:
         self._record(lambda: self._unremove(rw, seq))
         return rw
 
+    def remove_many(self, workload_ids: Sequence[str]) -> None:
+        """``remove`` for each of ``workload_ids`` (held, distinct: the caller checks), as one
+        change: quota refunded once per scope, nodes freed in bulk for many replicas, one undo
+        record that puts each back with its admission number."""
+        workloads, seqs = self.workloads, self._seq
+        rws = [workloads.pop(w) for w in workload_ids]
+        numbers = [seqs.pop(w) for w in workload_ids]
+        for scope_id, amounts in _charges(rws).items():
+            self.tree.refund(scope_id, amounts)
+        self._deallocate_all(rws)
+        self.touched.update(workload_ids)
+        self._record(lambda: self._unremove_many(rws, numbers))
+
     def put(self, rw: RunningWorkload, seq: int | None = None) -> None:
         """``add``, all or nothing, at admission number ``seq`` (a workload an UpdateSnapshot
         replaces keeps its place in the admission order) or the next one.
@@ -301,6 +315,29 @@ class ClusterState:
             for request, p in reversed(done):
                 matrix.deallocate(matrix.index[p.node_id], request, p.gpu_devices)
             raise
+
+    def _deallocate_all(self, rws: Sequence[RunningWorkload]) -> None:
+        """Free every placed replica of ``rws``: in bulk when they are many (as
+        ``_allocate_all``), else one by one."""
+        matrix = self.matrix
+        replicas = sum(len(rw.placements) for rw in rws)
+        if not replicas:
+            return
+        if replicas * BULK_ALLOCATE_FRACTION >= len(matrix):
+            rows = allocation.running_rows(matrix, rws)
+            if rows is not None and matrix.deallocate_rows(rows):
+                return
+        for rw in reversed(rws):
+            for p in reversed(rw.placements):
+                matrix.deallocate(matrix.index[p.node_id], rw.workload.request, p.gpu_devices)
+
+    def _unremove_many(self, rws: Sequence[RunningWorkload], numbers: Sequence[int]) -> None:
+        self._allocate_all(rws, None)
+        for scope_id, amounts in _charges(rws).items():
+            self.tree.charge(scope_id, amounts)
+        for rw, seq in zip(rws, numbers, strict=True):
+            self.workloads[rw.workload.id] = rw
+            self._seq[rw.workload.id] = seq
 
     def _unadd_many(self, rws: Sequence[RunningWorkload], rows: ReplicaRows | None) -> None:
         for rw in rws:

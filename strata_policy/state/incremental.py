@@ -88,17 +88,20 @@ def _distinct(ids: list[str]) -> bool:
 
 
 def _remove_workloads(state: ClusterState, delta: Delta) -> dict[str, int] | None:
-    """Step 1; the admission numbers of the upserted workloads that replace held ones."""
-    for wid in delta.remove_workload_ids:
-        if wid not in state.workloads:
-            return None  # unknown (or removed twice): the plain path reports it
-        state.remove(wid)
-    seqs: dict[str, int] = {}
-    for rw in delta.upsert_workloads:
-        wid = rw.workload.id
-        if wid in state.workloads:
-            seqs[wid] = state.seq_of(wid)
-            state.remove(wid)
+    """Step 1, in one bulk change; the admission numbers of the upserted workloads that replace
+    held ones. None when a removed id is unknown or named twice."""
+    held = state.workloads
+    removed = delta.remove_workload_ids
+    if not all(w in held for w in removed) or len(set(removed)) != len(removed):
+        return None
+    gone = set(removed)
+    seqs = {
+        wid: state.seq_of(wid)
+        for wid in (rw.workload.id for rw in delta.upsert_workloads)
+        if wid in held and wid not in gone
+    }
+    if removed or seqs:
+        state.remove_many([*removed, *seqs])
     return seqs
 
 
@@ -201,7 +204,9 @@ def _upsert_workloads(state: ClusterState, delta: Delta, seqs: dict[str, int]) -
         validate.running_workload(rw, "", scopes, nodes, out)
         if out:
             return False
-    put = state.put
+    fresh = [rw for rw in delta.upsert_workloads if rw.workload.id not in seqs]
+    state.add_many(fresh)  # in the delta's order, after every held one
     for rw in delta.upsert_workloads:
-        put(rw, seqs.get(rw.workload.id))
+        if rw.workload.id in seqs:
+            state.put(rw, seqs[rw.workload.id])
     return True

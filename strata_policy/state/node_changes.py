@@ -22,7 +22,7 @@ import numpy as np
 
 from strata_policy.model.objects import Node
 from strata_policy.model.resources import MILLI_PER_GPU, RESERVED
-from strata_policy.state.nodes import NodeMatrix, resource_columns
+from strata_policy.state.nodes import GPU_COL, NodeMatrix, resource_columns
 
 
 def rebuilt(
@@ -42,6 +42,10 @@ def rebuilt(
     carried = (old_row >= 0) & ~changed  # rows whose node data is the old row's
     fresh = np.flatnonzero(changed)
     names = _columns(old, nodes, old_row, fresh)
+    if names == old.resources and np.array_equal(old_row, np.arange(len(nodes))):
+        patched = _patched(old, nodes, fresh, index)  # the commonest case: rows changed in place
+        if not isinstance(patched, _ShapeChanged):
+            return patched
     col = {r: i for i, r in enumerate(names)}
     n_nodes, width = len(nodes), len(names)
     same_columns = names == old.resources
@@ -70,6 +74,60 @@ def rebuilt(
 
     new = NodeMatrix.assemble(nodes, index, names, capacity, schedulable, models, model_code)
     return new if _carry(old, new, old_row, old_cols, same_columns) else None
+
+
+class _ShapeChanged:
+    """``_patched``'s answer when the GPU width or the model list changes."""
+
+
+_SHAPE_CHANGED = _ShapeChanged()
+
+
+def _patched(
+    old: NodeMatrix, nodes: tuple[Node, ...], fresh: np.ndarray, index: dict[str, int]
+) -> NodeMatrix | _ShapeChanged | None:
+    """``rebuilt`` when only some rows' node data changed, in place (no node added or removed,
+    the same columns, GPU width and models): the old arrays copied (one memcpy each) and the
+    changed rows patched, so the Python work is the changed nodes only."""
+    col = old.resource_index
+    capacity = old.capacity.copy()
+    schedulable = old.schedulable.copy()
+    model_code = old.model_code.copy()
+    model_index = {m: i for i, m in enumerate(old.models)}
+    for i in fresh.tolist():
+        nd = nodes[i]
+        code = model_index.get(nd.gpu_model)
+        if code is None:
+            return _SHAPE_CHANGED
+        row = capacity[i]
+        row[:] = 0
+        for r, amount in nd.capacity.items():
+            row[col[r]] = amount
+        schedulable[i] = not nd.unschedulable
+        model_code[i] = code
+    width = old.gpu_free.shape[1]
+    devices = capacity[:, GPU_COL] // MILLI_PER_GPU
+    if max(1, int(devices.max())) != width:
+        return _SHAPE_CHANGED
+    if (np.bincount(model_code, minlength=len(old.models)) == 0).sum() > (
+        np.bincount(old.model_code, minlength=len(old.models)) == 0
+    ).sum():
+        return _SHAPE_CHANGED  # a model no node has any more: the list shrinks
+    new = NodeMatrix.assemble(nodes, index, old.resources, capacity, schedulable, old.models,
+                              model_code)  # fmt: skip
+    np.copyto(new.allocated, old.allocated)
+    np.copyto(new.replicas, old.replicas)
+    np.subtract(capacity, new.allocated, out=new.free)
+    if (new.free[fresh] < 0).any():
+        return None
+    old_gpu = old.gpu_free[fresh]
+    in_use = (old_gpu >= 0) & (old_gpu < MILLI_PER_GPU)
+    target = new.gpu_free[fresh]
+    if (in_use & (target < 0)).any():
+        return None  # a device in use is gone
+    np.copyto(new.gpu_free, old.gpu_free)
+    new.gpu_free[fresh] = np.where((target >= 0) & (old_gpu >= 0), old_gpu, target)
+    return new
 
 
 def _columns(
