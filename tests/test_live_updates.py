@@ -411,6 +411,26 @@ BAD = [
         id="upserted workload does not fit",
     ),
     pytest.param(
+        Delta(upsert_workloads=(running(workload("w9", "lab", cpu=1), "ghost"),)),
+        "snapshot.workloads[3].placements[0].node_id",
+        id="upserted workload on an unknown node",
+    ),
+    pytest.param(
+        Delta(upsert_workloads=(running(workload("w9", "lab"), admitted_at_ms=-1),)),
+        "snapshot.workloads[3].admitted_at_ms",
+        id="upserted workload admitted before the epoch",
+    ),
+    pytest.param(
+        Delta(upsert_workloads=(running(workload("w9", "lab", gpu_milli=2000), ("n3", (1, 1))),)),
+        "snapshot.workloads[3].placements[0].gpu_devices",
+        id="upserted workload naming a device twice",
+    ),
+    pytest.param(
+        Delta(upsert_workloads=(running(workload("w9", "lab", replicas=2), "n2"),)),
+        "snapshot.workloads[3].placements",
+        id="upserted workload with fewer placements than replicas",
+    ),
+    pytest.param(
         Delta(upsert_scopes=(scope("org", "team-a"),)),
         "snapshot.scopes[0].parent_id",
         id="cycle",

@@ -28,13 +28,14 @@ for every delta, and the same state and answers to every later call.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from typing import cast
 
 import numpy as np
 
 from strata_policy.errors import FieldViolation, StrataError
-from strata_policy.model import Node, Scope
+from strata_policy.model import Node, RunningWorkload, Scope
 from strata_policy.state import node_changes, validate
 from strata_policy.state.changes import Delta, apply_delta
 from strata_policy.state.cluster import ClusterState
@@ -197,16 +198,38 @@ def _change_nodes(state: ClusterState, delta: Delta) -> bool:
 
 def _upsert_workloads(state: ClusterState, delta: Delta, seqs: dict[str, int]) -> bool:
     """Step 4: each upserted workload valid against the new scopes and nodes, then held."""
+    upserts = delta.upsert_workloads
+    if not upserts:
+        return True
     scopes = state.tree.scopes
-    nodes = cast(Mapping[str, Node], state.matrix.index)  # read for membership only
-    out: list[FieldViolation] = []
-    for rw in delta.upsert_workloads:
-        validate.running_workload(rw, "", scopes, nodes, out)
-        if out:
-            return False
-    fresh = [rw for rw in delta.upsert_workloads if rw.workload.id not in seqs]
+    index = state.matrix.index
+    plain = validate.workloads_plainly_valid(
+        [rw.workload for rw in upserts], scopes, state.workloads
+    ) and all(map(_placed_plainly, upserts, itertools.repeat(index)))
+    if not plain:  # the field-by-field walk, as the plain path's validation would do it
+        nodes = cast(Mapping[str, Node], index)  # read for membership only
+        out: list[FieldViolation] = []
+        for rw in upserts:
+            validate.running_workload(rw, "", scopes, nodes, out)
+            if out:
+                return False
+    fresh = [rw for rw in upserts if rw.workload.id not in seqs]
     state.add_many(fresh)  # in the delta's order, after every held one
-    for rw in delta.upsert_workloads:
+    for rw in upserts:
         if rw.workload.id in seqs:
             state.put(rw, seqs[rw.workload.id])
+    return True
+
+
+def _placed_plainly(rw: RunningWorkload, index: Mapping[str, int]) -> bool:
+    """The placement rules of ``validate.running_workload``, True only when none is broken
+    (a False sends the delta to that walk): one placement per replica or none, known nodes,
+    distinct devices, an admission time not before the epoch."""
+    placements = rw.placements
+    if rw.admitted_at_ms < 0 or (placements and len(placements) != rw.workload.replicas):
+        return False
+    for p in placements:
+        devices = p.gpu_devices
+        if p.node_id not in index or (len(devices) > 1 and len(set(devices)) != len(devices)):
+            return False
     return True
