@@ -497,3 +497,34 @@ def test_node_running_a_replica_that_requests_nothing_is_not_removed() -> None:
         engine.update_snapshot("c", Delta(remove_node_ids=("n2",)))
     assert err.value.violations[0].field == "remove_node_ids[0]"
     assert state_of(engine) == before
+
+
+IN_PLACE = [
+    pytest.param(Delta(upsert_workloads=(running(workload("w9", "lab", cpu=1), "n2"),)), True,
+                 id="pod started"),
+    pytest.param(Delta(remove_workload_ids=("w1",)), True, id="pod deleted"),
+    pytest.param(Delta(upsert_workloads=(running(workload("w0", "team-a", cpu=1)),)), True,
+                 id="pod changed"),
+    pytest.param(Delta(upsert_nodes=(dataclasses.replace(BASE.nodes[0], unschedulable=True),)),
+                 False, id="node cordoned"),
+    pytest.param(Delta(upsert_nodes=(node("n4", cpu=4),)), False, id="node added"),
+    pytest.param(Delta(remove_node_ids=("n2",)), False, id="node removed"),
+    pytest.param(Delta(upsert_nodes=BASE.nodes[:2]), True, id="nodes upserted unchanged"),
+    pytest.param(Delta(upsert_scopes=(scope("lab", limit={"cpu": 9000}),)), True,
+                 id="scope patched"),
+    pytest.param(Delta(upsert_scopes=(scope("x", "lab"),)), True, id="scope added"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("delta", "same_matrix"), IN_PLACE)
+def test_valid_deltas_are_applied_in_place(delta: Delta, same_matrix: bool) -> None:
+    """A valid delta changes the live state rather than building a new one; pod and scope
+    events keep the node matrix and its placement caches."""
+    engine = Engine()
+    engine.push_snapshot("c", BASE)
+    state = engine.store._slots["c"].state
+    assert state is not None
+    matrix = state.matrix
+    engine.update_snapshot("c", delta)
+    assert engine.store._slots["c"].state is state
+    assert (state.matrix is matrix) == same_matrix
