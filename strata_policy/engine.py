@@ -52,6 +52,7 @@ from strata_policy.errors import (
     ClusterNotFound,
     GenerationConflict,
     InvalidArgument,
+    SizeLimitExceeded,
     StorageUnavailable,
 )
 from strata_policy.model import (
@@ -69,8 +70,8 @@ from strata_policy.model import (
 from strata_policy.policy import values
 from strata_policy.policy.placement import PlacementOptions
 from strata_policy.quota import decide_admit
-from strata_policy.state import validate
-from strata_policy.state.changes import Change, ChangeKind, Delta, apply_delta
+from strata_policy.state import incremental, validate
+from strata_policy.state.changes import Change, ChangeKind, Delta
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.store import Limits, RequestKey, Store, request_digest
 from strata_policy.usecases import batch, reclaim
@@ -194,7 +195,13 @@ class Engine:
         caller: str = "",
         body_digest: bytes = b"",
     ) -> int:
-        """Apply a delta (removals, then upserts) and rebuild the dense state once."""
+        """Apply a delta (removals, then upserts); returns the new generation.
+
+        The delta is applied to the live state in a transaction (``incremental.apply_in_place``:
+        it costs what it changes) and journaled while a failed write can still roll it back;
+        a delta that path cannot vouch for (a bad one, to begin with) takes the plain path,
+        ``incremental.rebuild``, which raises the exact errors or builds the state again whole.
+        """
         validate.check_request_ids(cluster_id, request_id)
         digest = _digest(
             request_id, dry_run, body_digest, lambda: ("update", delta, expected_generation)
@@ -207,10 +214,19 @@ class Engine:
                     return remembered
             state = slot.require(cluster_id)
             _check_generation(cluster_id, expected_generation, state.generation)
-            new = self._apply_delta(state, delta)
-            if dry_run or delta.empty:
+            if delta.empty:
                 return state.generation
-            self._append(Change(cluster_id, new.generation, ChangeKind.DELTA, delta=delta))
+            change = Change(cluster_id, state.generation + 1, ChangeKind.DELTA, delta=delta)
+            if self._update_in_place(state, delta, dry_run, change):
+                if not dry_run:
+                    if digest:
+                        self.store.remember(key, digest, state.generation)
+                    self._checkpoint(state)
+                return state.generation
+            new = incremental.rebuild(state, delta, self.limits.check_sizes)
+            if dry_run:
+                return state.generation
+            self._append(change)  # before the new state is seen: a failed write changes nothing
             slot.state = new
             if digest:
                 self.store.remember(key, digest, new.generation)
@@ -266,6 +282,13 @@ class Engine:
                 capacity=dict(state.capacity),
                 allocated=state.matrix.total_allocated(),
             )
+
+    def counts(self, cluster_id: str) -> tuple[int, int, int]:
+        """Nodes, scopes and workloads the cluster holds: ``get_cluster``'s counts in O(1),
+        for answers that carry only these (UpdateSnapshot's, one per watch event)."""
+        with self.store.slot(cluster_id) as slot:
+            state = slot.require(cluster_id)
+            return len(state.nodes), len(state.scopes), len(state.workloads)
 
     def snapshot(self, cluster_id: str) -> tuple[int, Snapshot]:
         """The generation and the whole snapshot (what PushSnapshot would recreate)."""
@@ -516,9 +539,16 @@ class Engine:
                 )
             elif change.delta is not None:
                 state = slot.require(change.cluster_id)
-                new = self._apply_delta(state, change.delta)
-                new.generation = change.generation
-                slot.state = new
+                with state.transaction() as txn:
+                    done = incremental.apply_in_place(state, change.delta)
+                    if not done:
+                        txn.rollback()
+                if done:
+                    state.generation = change.generation
+                else:
+                    new = incremental.rebuild(state, change.delta, self.limits.check_sizes)
+                    new.generation = change.generation
+                    slot.state = new
 
     # --- internals -----------------------------------------------------------------------
 
@@ -632,14 +662,31 @@ class Engine:
         self._checkpoint(state)
         return answer
 
-    def _apply_delta(self, state: ClusterState, delta: Delta) -> ClusterState:
-        snap, violations = apply_delta(state.snapshot(), delta)
-        self.limits.check_sizes(len(snap.nodes), len(snap.scopes), len(snap.workloads))
-        # The delta's own items first, with the delta's paths; the whole result (parents,
-        # cycles, references) only when they are clean, so no problem is reported twice.
-        validate.check(violations)
-        validate.check(validate.snapshot_shape(snap))
-        return ClusterState.build(state.cluster_id, snap, state.generation + 1, state.task_mix)
+    def _update_in_place(
+        self, state: ClusterState, delta: Delta, dry_run: bool, change: Change
+    ) -> bool:
+        """``delta`` applied to ``state`` in a transaction, sizes checked, journaled (unless a
+        dry run, which rolls back); False, with nothing changed, when the plain path must
+        decide. A failed journal write rolls the change back and raises."""
+        with state.transaction() as txn:
+            done = incremental.apply_in_place(state, delta)
+            if done:
+                try:
+                    self.limits.check_sizes(
+                        len(state.nodes), len(state.scopes), len(state.workloads)
+                    )
+                except SizeLimitExceeded:
+                    done = False  # the plain path raises it, or an earlier error, as it always did
+            if not done or dry_run:
+                txn.rollback()
+                return done
+            state.generation += 1
+            try:
+                self._append(change)  # inside the transaction: a failed write rolls it back
+            except BaseException:
+                state.generation -= 1
+                raise
+            return True
 
     def _append(self, change: Change) -> None:
         """Step 3 of the commit protocol: the change made durable, or ``StorageUnavailable``."""

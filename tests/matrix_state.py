@@ -6,11 +6,12 @@ from strata_policy.state.nodes import NodeMatrix
 
 
 def matrix_state(m: NodeMatrix) -> tuple[object, ...]:
-    """Allocated, free and GPU arrays, per-node versions and the journal (as lists)."""
+    """Allocated, free and GPU arrays, per-node versions, the journal, replica counts."""
     return (
         m.allocated.tolist(),
         m.free.tolist(),
         m.gpu_free.tolist(),
         m.version.tolist(),
         m.journal_since(0).tolist(),
+        m.replicas.tolist(),
     )

@@ -283,8 +283,8 @@ def _unordered(matrix: tuple[object, ...]) -> tuple[object, ...]:
     the order, so only its length is compared."""
     journal = matrix[4]
     assert isinstance(journal, list)
-    kept = sorted(journal) if matrix[5] else len(journal)
-    return (*matrix[:4], kept, matrix[5])
+    kept = sorted(journal) if matrix[-1] else len(journal)
+    return (*matrix[:4], kept, *matrix[5:])
 
 
 def _epochs(engine: Engine) -> int:

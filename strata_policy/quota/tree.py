@@ -151,6 +151,32 @@ class QuotaTree:
         self._effective = MappingProxyType(effective)
         self._oversubscribed = MappingProxyType(oversubscribed)
 
+    def with_scopes(self, replaced: Mapping[str, Scope]) -> QuotaTree:
+        """This tree with some scopes' fields replaced (same ids, same parents: the shape and
+        the usage stay). The usage tables are shared, not copied: the result takes this tree's
+        place (UpdateSnapshot), and this one is kept only to be put back on a rollback, which
+        undoes every charge made in between first. O(scopes) for the new id map."""
+        scopes = dict(self.scopes)
+        scopes.update(replaced)
+        return QuotaTree(
+            scopes=MappingProxyType(scopes),
+            paths=self._path,
+            children=self._children,
+            usage=self._usage,
+            own=self._own,
+            root=self._root,
+        )
+
+    def reshaped(self, scopes: Sequence[Scope]) -> QuotaTree:
+        """A tree of ``scopes`` (validated) charged with this tree's own usage of every scope
+        it keeps: the tree ``build`` and charging every held workload would give, when the
+        scopes this one loses hold nothing. O(scopes × depth × resources)."""
+        tree = QuotaTree.build(scopes)
+        for scope_id, amounts in self._own.items():
+            if amounts and scope_id in tree.scopes:
+                tree.charge(scope_id, amounts)
+        return tree
+
     def __contains__(self, scope_id: object) -> bool:
         """Whether the tree knows ``scope_id``."""
         return scope_id in self.scopes

@@ -120,12 +120,9 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             caller=caller,
             body_digest=digest,
         )
-        info = self.engine.get_cluster(request.cluster_id)
+        nodes, scopes, workloads = self.engine.counts(request.cluster_id)
         return svc.UpdateSnapshotResponse(
-            generation=generation,
-            node_count=info.node_count,
-            scope_count=info.scope_count,
-            workload_count=info.workload_count,
+            generation=generation, node_count=nodes, scope_count=scopes, workload_count=workloads
         )
 
     @_errors_to_status

@@ -14,8 +14,9 @@ the sum of the milli they take is within its free milli. A whole device (``k × 
 naming a different number of devices than its GPU request needs, are refused too.
 
 The result is the very state of ``allocate`` one by one in the rows' order: the same
-``allocated``/``free``/``gpu_free``, each node's ``version`` bumped once per replica on it, and
-the journal holding the replicas' nodes in order (``NodeMatrix.record_changes``).
+``allocated``/``free``/``gpu_free`` and replica counts, each node's ``version`` bumped once per
+replica on it, and the journal holding the replicas' nodes in order
+(``NodeMatrix.record_changes``).
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ def allocate_rows(matrix: NodeMatrix, rows: ReplicaRows) -> bool:
     matrix.allocated += added
     matrix.free -= added
     matrix.gpu_free -= used
+    np.add.at(matrix.replicas, rows.node, 1)
     matrix.record_changes(rows.node)
     return True
 
@@ -145,6 +147,7 @@ def deallocate_rows(matrix: NodeMatrix, rows: ReplicaRows) -> bool:
     matrix.allocated -= freed
     matrix.free += freed
     matrix.gpu_free += given
+    np.subtract.at(matrix.replicas, rows.node, 1)
     matrix.record_changes(rows.node[::-1])
     return True
 

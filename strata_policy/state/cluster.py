@@ -1,9 +1,11 @@
 """One cluster's state: the node matrix, the quota tree, the running workloads, the generation.
 
-Built once per snapshot change (``ClusterState.build``), then changed in place only through
-``add``/``add_many``/``remove``/``set_placements``, each of which records its exact inverse while a
-transaction is open. That is how a dry run or a failed batch changes nothing: simulate, then undo
-(STYLE habit 3). The engine holds the cluster's lock around every transaction.
+Built once per pushed snapshot (``ClusterState.build``), then changed in place only through
+``add``/``add_many``/``put``/``remove``/``set_placements`` and, for an UpdateSnapshot's node and
+scope changes, ``swap_nodes``/``swap_scopes`` (``state.incremental``), each of which records its
+exact inverse while a transaction is open. That is how a dry run or a failed batch changes
+nothing: simulate, then undo (STYLE habit 3). The engine holds the cluster's lock around every
+transaction.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from strata_policy.errors import FieldViolation, InvalidArgument
-from strata_policy.model import Placement, RunningWorkload, Snapshot
+from strata_policy.model import Node, Placement, RunningWorkload, Scope, Snapshot
 from strata_policy.model.resources import Resources
 from strata_policy.quota import QuotaTree
+from strata_policy.state import allocation
 from strata_policy.state.allocation import ReplicaRows
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskMix
@@ -204,6 +207,58 @@ class ClusterState:
         self._record(lambda: self._unremove(rw, seq))
         return rw
 
+    def remove_many(self, workload_ids: Sequence[str]) -> None:
+        """``remove`` for each of ``workload_ids`` (held, distinct: the caller checks), as one
+        change: quota refunded once per scope, nodes freed in bulk for many replicas, one undo
+        record that puts each back with its admission number."""
+        workloads, seqs = self.workloads, self._seq
+        rws = [workloads.pop(w) for w in workload_ids]
+        numbers = [seqs.pop(w) for w in workload_ids]
+        for scope_id, amounts in _charges(rws).items():
+            self.tree.refund(scope_id, amounts)
+        self._deallocate_all(rws)
+        self.touched.update(workload_ids)
+        self._record(lambda: self._unremove_many(rws, numbers))
+
+    def put(self, rw: RunningWorkload, seq: int | None = None) -> None:
+        """``add``, all or nothing, at admission number ``seq`` (a workload an UpdateSnapshot
+        replaces keeps its place in the admission order) or the next one.
+
+        Raises before changing anything: ``InvalidArgument`` when the id is held or the scope
+        unknown, ``ValueError`` when a replica does not fit where it is placed.
+        """
+        wid = rw.workload.id
+        if wid in self.workloads:
+            raise InvalidArgument.one("workload.id", f"workload {wid!r} is already admitted")
+        self.tree.path(rw.workload.scope_id)  # an unknown scope raises here, before any change
+        if rw.placements:
+            self._allocate_all((rw,), None)
+        self.tree.charge(rw.workload.scope_id, rw.workload.total)
+        self.workloads[wid] = rw
+        if seq is None:
+            seq = self._next_seq
+            self._next_seq += 1
+        self._seq[wid] = seq
+        self.touched.add(wid)
+        self._record(lambda: self._unadd(rw))
+
+    def seq_of(self, workload_id: str) -> int:
+        """The admission number of a held workload (its place in ``snapshot()``)."""
+        return self._seq[workload_id]
+
+    def swap_nodes(self, matrix: NodeMatrix) -> None:
+        """Replace the node matrix (nodes upserted or removed; ``node_changes.rebuilt``)."""
+        old = (self.matrix, self.nodes, self._capacity)
+        self.matrix, self.nodes = matrix, matrix.nodes
+        self._capacity = matrix.total_capacity(schedulable_only=True)
+        self._record(lambda: self._restore_nodes(*old))
+
+    def swap_scopes(self, tree: QuotaTree, scopes: tuple[Scope, ...]) -> None:
+        """Replace the quota tree and the scope list (scopes upserted or removed)."""
+        old = (self.tree, self.scopes)
+        self.tree, self.scopes = tree, scopes
+        self._record(lambda: self._restore_scopes(*old))
+
     def set_placements(
         self, workload_id: str, placements: tuple[Placement, ...]
     ) -> RunningWorkload:
@@ -261,6 +316,29 @@ class ClusterState:
                 matrix.deallocate(matrix.index[p.node_id], request, p.gpu_devices)
             raise
 
+    def _deallocate_all(self, rws: Sequence[RunningWorkload]) -> None:
+        """Free every placed replica of ``rws``: in bulk when they are many (as
+        ``_allocate_all``), else one by one."""
+        matrix = self.matrix
+        replicas = sum(len(rw.placements) for rw in rws)
+        if not replicas:
+            return
+        if replicas * BULK_ALLOCATE_FRACTION >= len(matrix):
+            rows = allocation.running_rows(matrix, rws)
+            if rows is not None and matrix.deallocate_rows(rows):
+                return
+        for rw in reversed(rws):
+            for p in reversed(rw.placements):
+                matrix.deallocate(matrix.index[p.node_id], rw.workload.request, p.gpu_devices)
+
+    def _unremove_many(self, rws: Sequence[RunningWorkload], numbers: Sequence[int]) -> None:
+        self._allocate_all(rws, None)
+        for scope_id, amounts in _charges(rws).items():
+            self.tree.charge(scope_id, amounts)
+        for rw, seq in zip(rws, numbers, strict=True):
+            self.workloads[rw.workload.id] = rw
+            self._seq[rw.workload.id] = seq
+
     def _unadd_many(self, rws: Sequence[RunningWorkload], rows: ReplicaRows | None) -> None:
         for rw in rws:
             del self.workloads[rw.workload.id]
@@ -294,6 +372,14 @@ class ClusterState:
         self._allocate(rw.workload.request, rw.placements)
         self.workloads[rw.workload.id] = rw
         self._seq[rw.workload.id] = seq
+
+    def _restore_nodes(
+        self, matrix: NodeMatrix, nodes: tuple[Node, ...], capacity: dict[str, int]
+    ) -> None:
+        self.matrix, self.nodes, self._capacity = matrix, nodes, capacity
+
+    def _restore_scopes(self, tree: QuotaTree, scopes: tuple[Scope, ...]) -> None:
+        self.tree, self.scopes = tree, scopes
 
     def _unplace(self, old: RunningWorkload, new: RunningWorkload) -> None:
         self._deallocate(new.workload.request, new.placements)

@@ -6,8 +6,9 @@ resource any node lists, sorted. A node that does not list a resource has 0 of i
 
 The immutable part (nodes, index maps, capacity, reciprocals, model codes, label codes, cached
 selector masks) is shared between copies; the mutable part (``allocated``, ``free``,
-``gpu_free``, per-node versions and the FGD fragmentation cache) is copied, so a ``copy()`` costs
-one memcpy of the state and nothing else. ``free = capacity - allocated`` is kept in step by
+``gpu_free``, per-node versions and replica counts, the FGD fragmentation cache) is copied, so a
+``copy()`` costs one memcpy of the state and nothing else. ``free = capacity - allocated`` is
+kept in step by
 ``allocate``/``deallocate`` so that kernels read one matrix. Every change bumps the node's entry
 in ``version``; derived per-node caches (the FGD statistics) compare stamps to find stale rows.
 Every change is also appended to the journal (node indices, in order; ``journal_since``): the
@@ -20,6 +21,9 @@ GPU accounting: ``gpu_free[n, d]`` is the free milli of device ``d`` (0..1000), 
 ``n`` has fewer than ``d + 1`` devices. A share (< 1000) takes milli from one device; ``k × 1000``
 takes ``k`` whole, fully free devices. Column ``gpu`` of ``allocated`` is always the sum over
 existing devices of ``1000 - gpu_free``.
+
+``replicas[n]`` counts the replicas allocated on node ``n`` (a replica may request nothing, so
+``allocated`` alone cannot say whether a node runs any): what removing a node must find at 0.
 
 Not thread-safe for writers: the cluster store serialises ``allocate``/``deallocate`` with
 readers. Concurrent readers are fine (cache refreshes write the same values).
@@ -64,6 +68,13 @@ class LabelSelection:
     super_any: np.ndarray
 
 
+def resource_columns(nodes: Sequence[Node]) -> tuple[str, ...]:
+    """The matrix's columns for ``nodes``: ``cpu``, ``memory``, ``gpu``, then every other
+    resource any node lists (even at 0), sorted."""
+    extra = sorted({r for nd in nodes for r in nd.capacity} - set(RESERVED))
+    return (CPU, MEMORY, GPU, *extra)
+
+
 class NodeMatrix:
     """Nodes × resources as int64 arrays, with per-device GPU free milli (see module docs)."""
 
@@ -87,6 +98,7 @@ class NodeMatrix:
         "model_code",
         "models",
         "nodes",
+        "replicas",
         "resource_index",
         "resources",
         "schedulable",
@@ -109,6 +121,7 @@ class NodeMatrix:
     model_code: np.ndarray
     models: tuple[str, ...]
     version: np.ndarray
+    replicas: np.ndarray
     derived: dict[Any, Any]
     journal_len: int
     epoch: int
@@ -123,40 +136,58 @@ class NodeMatrix:
     def from_nodes(cls, nodes: Sequence[Node]) -> NodeMatrix:
         """The state of ``nodes`` with nothing allocated (capacities assumed validated)."""
         nodes = tuple(nodes)
-        extra = sorted({r for nd in nodes for r in nd.capacity} - set(RESERVED))
-        names = (CPU, MEMORY, GPU, *extra)
+        names = resource_columns(nodes)
         col = {r: i for i, r in enumerate(names)}
-        n_nodes = len(nodes)
-        capacity = np.zeros((n_nodes, len(names)), dtype=np.int64)
+        capacity = np.zeros((len(nodes), len(names)), dtype=np.int64)
         for n, nd in enumerate(nodes):
             row = capacity[n]
             for r, amount in nd.capacity.items():
                 row[col[r]] = amount
+        models = tuple(sorted({nd.gpu_model for nd in nodes} | {""}))
+        model_index = {m: i for i, m in enumerate(models)}
+        model_code = np.array([model_index[nd.gpu_model] for nd in nodes], dtype=np.int64)
+        schedulable = np.array([not nd.unschedulable for nd in nodes], dtype=np.bool_)
+        index = {nd.id: n for n, nd in enumerate(nodes)}
+        return cls.assemble(nodes, index, names, capacity, schedulable, models, model_code)
+
+    @classmethod
+    def assemble(
+        cls,
+        nodes: tuple[Node, ...],
+        index: dict[str, int],
+        names: tuple[str, ...],
+        capacity: np.ndarray,
+        schedulable: np.ndarray,
+        models: tuple[str, ...],
+        model_code: np.ndarray,
+    ) -> NodeMatrix:
+        """A matrix with nothing allocated from its node data already in arrays: what
+        ``from_nodes`` reads off the nodes, or what ``node_changes.rebuilt`` carries over from
+        a matrix and patches where nodes changed. The derived arrays are computed here, once,
+        for both."""
+        n_nodes = len(nodes)
         devices = capacity[:, GPU_COL] // MILLI_PER_GPU
         width = max(1, int(devices.max()) if n_nodes else 1)
         gpu_free = np.where(np.arange(width)[None, :] < devices[:, None], MILLI_PER_GPU, -1)
-        models = tuple(sorted({nd.gpu_model for nd in nodes} | {""}))
-        model_index = {m: i for i, m in enumerate(models)}
         self = cls.__new__(cls)
         self.nodes = nodes
-        self.index = {nd.id: n for n, nd in enumerate(nodes)}
+        self.index = index
         self.resources = names
-        self.resource_index = col
+        self.resource_index = {r: i for i, r in enumerate(names)}
         self.capacity = capacity
         self.allocated = np.zeros_like(capacity)
         self.free = capacity.copy()
         self.gpu_free = np.ascontiguousarray(gpu_free, dtype=np.int64)
         self.gpu_devices = devices.astype(np.int64)
-        self.schedulable = np.array([not nd.unschedulable for nd in nodes], dtype=np.bool_)
+        self.schedulable = schedulable
         with np.errstate(divide="ignore"):
             self.inv_capacity = np.where(capacity > 0, 1.0 / capacity, 0.0)
         top = capacity.max(axis=0) if n_nodes else np.zeros(len(names), dtype=np.int64)
         with np.errstate(divide="ignore"):
             self.inv_max_capacity = np.where(top > 0, 1.0 / top, 0.0)
-        self.model_code = np.array(
-            [model_index[nd.gpu_model] for nd in nodes], dtype=np.int64
-        ).reshape(n_nodes)
+        self.model_code = model_code.reshape(n_nodes)
         self.models = models
+        self.replicas = np.zeros(n_nodes, dtype=np.int64)
         self.version = np.zeros(n_nodes, dtype=np.int64)
         self.derived = {}
         self._journal = np.empty(4 * n_nodes + 64, dtype=np.int64)
@@ -178,6 +209,7 @@ class NodeMatrix:
         other.free = self.free.copy()
         other.gpu_free = self.gpu_free.copy()
         other.version = self.version.copy()
+        other.replicas = self.replicas.copy()
         other.derived = {key: value.copy() for key, value in self.derived.items()}
         other._journal = np.empty_like(self._journal)
         other.journal_len = 0
@@ -425,6 +457,7 @@ class NodeMatrix:
         per_device = gpu if gpu < MILLI_PER_GPU else MILLI_PER_GPU
         for d in gpu_devices:
             self.gpu_free[node_index, d] -= sign * per_device
+        self.replicas[node_index] += sign
         self.version[node_index] += 1
         at = self.journal_len
         self._journal[at] = node_index
