@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strata_policy.engine import Engine
-from strata_policy.errors import InvalidArgument, StrataError
+from strata_policy.errors import InvalidArgument, StorageUnavailable, StrataError
 from strata_policy.model import Order, Policy, RunningWorkload, Snapshot, Workload
 from strata_policy.model.objects import Node, Placement
 from strata_policy.policy.placement import PlacementOptions
@@ -472,7 +472,7 @@ def test_size_limit_is_checked_on_the_result() -> None:
 
 
 def test_failed_journal_write_rolls_the_delta_back() -> None:
-    """A journal that fails leaves the state and generation as they were."""
+    """A journal that fails leaves the state and generation as they were (UNAVAILABLE)."""
 
     class Failing(ListJournal):
         def append(self, change: Change) -> None:
@@ -482,7 +482,7 @@ def test_failed_journal_write_rolls_the_delta_back() -> None:
     engine = Engine(journal=Failing())
     engine.restore(Change("c", 1, ChangeKind.PUSH, snapshot=BASE))
     before = state_of(engine)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(StorageUnavailable, match="disk full"):
         engine.update_snapshot("c", Delta(upsert_workloads=(running(workload("w9", "lab")),)))
     assert state_of(engine) == before
 
