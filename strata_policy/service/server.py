@@ -31,6 +31,7 @@ from strata_policy.service.interceptors import ConcurrencyLimitInterceptor, Logg
 from strata_policy.service.servicer import PolicyServicer, add_to_server
 
 if TYPE_CHECKING:
+    from strata_policy.service.health_port import HealthPort
     from strata_policy.service.metrics import Metrics
     from strata_policy.state.durable import SqliteJournal
 
@@ -44,6 +45,7 @@ class Server:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.health = health.HealthServicer()
+        self.health_port = _health_port(config)
         self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         self.journal = _journal(config)
         self.metrics = _metrics(config)
@@ -94,6 +96,9 @@ class Server:
         """Listen, restore state, warm the kernels, then say SERVING."""
         self.grpc.start()
         log.info("listening", address=self.config.address, port=self.port, pid=os.getpid())
+        if self.health_port is not None:
+            self.health_port.start()
+            log.info("health", address=self.config.health_address, port=self.health_port.port)
         if self.journal is not None:
             restored = 0
             for change in self.journal.restore():
@@ -122,6 +127,8 @@ class Server:
         if self.config.drain_seconds > 0:
             threading.Event().wait(self.config.drain_seconds)
         self.grpc.stop(self.config.grace_seconds).wait()
+        if self.health_port is not None:
+            self.health_port.stop()
         if self.journal is not None:
             self.journal.close()
         log.info("stopped")
@@ -133,6 +140,8 @@ class Server:
     def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus) -> None:
         self.health.set("", status)
         self.health.set(SERVICE_NAME, status)
+        if self.health_port is not None:
+            self.health_port.set(status)
 
 
 def serve(config: ServerConfig) -> int:
@@ -181,4 +190,12 @@ def _metrics(config: ServerConfig) -> Metrics | None:
         return None
     from strata_policy.service.metrics import Metrics  # noqa: PLC0415  # only with metrics on
 
-    return Metrics()
+    return Metrics.from_config(config)
+
+
+def _health_port(config: ServerConfig) -> HealthPort | None:
+    if not config.health_address:
+        return None
+    from strata_policy.service.health_port import HealthPort  # noqa: PLC0415  # only when asked
+
+    return HealthPort(config.health_address, ("", SERVICE_NAME))
