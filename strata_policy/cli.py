@@ -2,21 +2,27 @@
 
 Every ``serve`` flag has a ``STRATA_*`` environment variable (``--address`` ↔
 ``STRATA_ADDRESS``); a flag wins over the variable. ``ctl`` talks to a running server over gRPC
-and prints readable tables, or the raw response with ``--output json``.
+and prints readable tables, or the raw response with ``-o json|yaml``.
+
+This module is a thin dispatcher: the top level is a Click group (``--version``, shell
+completion, ``completion SHELL``), ``ctl`` is Click (``strata_policy.ctl``), ``kube`` is helper
+H's ``strata_policy.kube.cli.main`` imported when used, and ``serve``/``simulate`` keep their
+argparse parsers (``build_parser``), to which their arguments are handed unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+import click
 import structlog
 
-from strata_policy.ctl import commands
+from strata_policy.ctl.commands import ctl
+from strata_policy.ctl.session import CtlError
 from strata_policy.service.config import ServerConfig
 from strata_policy.state.limits import Limits
 
@@ -166,11 +172,10 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The whole command line."""
+    """The argparse commands: ``serve`` and ``simulate`` (ctl and kube are dispatched apart)."""
     parser = argparse.ArgumentParser(prog="strata-policy", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _serve_parser(sub)
-    commands.register(sub)
     try:
         from strata_policy.simulate.cli import register as register_simulate  # noqa: PLC0415
     except ImportError:  # the simulator's optional extras are missing
@@ -180,22 +185,109 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``strata-policy`` console script."""
-    args = build_parser().parse_args(argv)
-    try:
-        code: int = args.handler(args)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
+def _run_argparse(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(list(argv))
+    code: int = args.handler(args)
     return code
 
 
-def dump(data: object) -> None:
-    """Print JSON (``--output json``)."""
-    json.dump(data, sys.stdout, indent=2, sort_keys=False)
-    sys.stdout.write("\n")
+PASS_THROUGH = {
+    "context_settings": {"ignore_unknown_options": True, "allow_extra_args": True},
+    "add_help_option": False,
+}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return version("strata-policy")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
+@click.group("strata-policy", context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), "--version", "-V", prog_name="strata-policy")
+def root() -> None:
+    """Strata: a policy engine for multi-tenant clusters (quotas, placement, reclaim) over gRPC.
+
+    \b
+    Shell completion:  eval "$(strata-policy completion bash)"   (or zsh, fish)
+    """
+
+
+@root.command("serve", help="run the gRPC server (serve -h for its flags)", **PASS_THROUGH)
+@click.pass_context
+def _serve(ctx: click.Context) -> None:
+    ctx.exit(_run_argparse(["serve", *ctx.args]))
+
+
+@root.command("simulate", help="replay a trace and compare policies (simulate -h)", **PASS_THROUGH)
+@click.pass_context
+def _simulate(ctx: click.Context) -> None:
+    ctx.exit(_run_argparse(["simulate", *ctx.args]))
+
+
+@root.command("kube", help="connect a Kubernetes cluster to a server (kube -h)", **PASS_THROUGH)
+@click.pass_context
+def _kube(ctx: click.Context) -> None:
+    import importlib  # noqa: PLC0415
+
+    try:  # by name: helper H's package is optional and heavy, imported only when used
+        kube_cli = importlib.import_module("strata_policy.kube.cli")
+    except ImportError as exc:
+        raise CtlError(f"kube is not available: {exc}") from None
+    code: int = kube_cli.main(list(ctx.args))
+    ctx.exit(code)
+
+
+@root.command("completion")
+@click.argument("shell", type=click.Choice(("bash", "zsh", "fish")))
+def _completion(shell: str) -> None:
+    """Print the shell completion script: eval "$(strata-policy completion bash)"."""
+    from click.shell_completion import get_completion_class  # noqa: PLC0415
+
+    cls = get_completion_class(shell)
+    assert cls is not None, "click ships bash, zsh and fish"
+    click.echo(cls(root, {}, "strata-policy", "_STRATA_POLICY_COMPLETE").source())
+
+
+root.add_command(ctl)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``strata-policy`` console script: its exit code, never a traceback.
+
+    0 done, 1 an error (one ``error: ...`` line), 2 a usage error (one line, with where to find
+    help), 130 interrupted.
+    """
+    try:
+        rv = root.main(
+            args=list(sys.argv[1:] if argv is None else argv),
+            prog_name="strata-policy",
+            complete_var="_STRATA_POLICY_COMPLETE",
+            standalone_mode=False,
+        )
+    except click.exceptions.NoArgsIsHelpError as exc:  # a group called bare: its help
+        click.echo(exc.format_message(), err=True)
+        return exc.exit_code
+    except click.UsageError as exc:
+        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        click.echo(f"error: {exc.format_message()}{where}", err=True)
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except SystemExit as exc:  # argparse (serve, simulate) and shell completion exit this way
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except (KeyboardInterrupt, click.Abort):
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug: one line, not a traceback; the report names the class
+        click.echo(f"error: internal error ({type(exc).__name__}): {exc}", err=True)
+        return 1
+    return rv if isinstance(rv, int) else 0
 
 
 if __name__ == "__main__":

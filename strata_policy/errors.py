@@ -9,6 +9,7 @@
     ├── SizeLimitExceeded            limit, value, maximum
     ├── Unauthenticated
     ├── PermissionDenied             cluster_id
+    ├── ServerNotReady               retry_after_seconds: answered UNAVAILABLE with RetryInfo
     └── InternalError                a bug: logged with its traceback, answered as INTERNAL
 
 ``strata_policy.service.status`` maps every class to a gRPC status code in one table, with
@@ -120,3 +121,20 @@ class InternalError(StrataError):
     """An unexpected failure inside the engine; the transaction was rolled back."""
 
     reason = "INTERNAL"
+
+
+class ServerNotReady(StrataError):
+    """The server is starting (journal restore, kernel warm-up) and takes no calls yet.
+
+    Answered at once as UNAVAILABLE with a ``google.rpc.RetryInfo`` so that clients retry after
+    ``retry_after_seconds`` instead of waiting out the warm-up on an open call.
+    """
+
+    reason = "SERVER_NOT_READY"
+
+    def __init__(self, retry_after_seconds: float) -> None:
+        self.retry_after_seconds = retry_after_seconds
+        super().__init__(
+            f"the server is starting; retry in {retry_after_seconds:g} s",
+            metadata={"retry_after_seconds": f"{retry_after_seconds:g}"},
+        )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from strata_policy.model import Node, Placement, Policy, Workload
 from strata_policy.state.taskmix import TaskType
@@ -219,6 +219,21 @@ class Naive:
             return (min(pool, key=lambda d: (devs[d], d)),)
         return tuple(pool[:k])
 
+    def _per_capacity(self, types: Sequence[TaskType]) -> list[TaskType]:
+        """The refined mix: each shape's weight over the share of GPU devices it may use."""
+        total = sum(nd.gpu_devices for nd in self.nodes)
+        if total <= 0:
+            return list(types)
+        out = []
+        for t in types:
+            models = {m for m in t.gpu_model.split("|") if m}
+            allowed = sum(
+                nd.gpu_devices for nd in self.nodes if not models or nd.gpu_model in models
+            )
+            share = float(allowed) / float(total)
+            out.append(replace(t, weight=t.weight / share) if 0.0 < share < 1.0 else t)
+        return out
+
     def place(
         self,
         wl: Workload,
@@ -230,6 +245,8 @@ class Naive:
     ) -> NaiveResult:
         """Place every replica or none; applies the placements when they all fit."""
         w = self._weights(wl, weights)
+        if policy is Policy.FRAGMENTATION_AWARE and fgd_score == "REFINED":
+            types = self._per_capacity(types)
         wseed = _seed(seed, wl.id)
         used: list[str] = []
         done: list[tuple[int, tuple[int, ...]]] = []

@@ -10,8 +10,9 @@ from typing import Any
 
 import grpc
 import pytest
+from gate_server import serve_gate
 from google.rpc import error_details_pb2
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,12 +20,9 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 
 from strata_policy.errors import PermissionDenied
-from strata_policy.service.auth import (
-    TokenAuthInterceptor,
-    TokenFileError,
-    TokenTable,
-    check_request,
-)
+from strata_policy.service.auth import TokenFileError, TokenTable, check_request
+from strata_policy.service.calls import CallGate, Slots
+from strata_policy.service.servicer import SERVICE
 
 OPS, TEAM_A, VIEWER = "ops-token-0001", "team-a-token-01", "viewer-token-01"
 TOKENS = {
@@ -37,7 +35,7 @@ TOKENS = {
 
 
 class Recorder(svc_grpc.PolicyServiceServicer):
-    """A servicer that only records which calls reached it."""
+    """A servicer that only records which calls reached it (called on a worker thread)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
@@ -63,22 +61,31 @@ class Recorder(svc_grpc.PolicyServiceServicer):
         return svc.DeleteClusterResponse(generation=1)
 
 
+def _handlers(recorder: Recorder) -> dict[str, Any]:
+    """The recorder's methods as the server's sync handlers."""
+    return {
+        name: grpc.unary_unary_rpc_method_handler(
+            getattr(recorder, name),
+            request_deserializer=getattr(svc, f"{name}Request").FromString,
+            response_serializer=getattr(svc, f"{name}Response").SerializeToString,
+        )
+        for name in ("GetCluster", "PushSnapshot", "Admit", "DeleteCluster")
+    }
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[grpc.Channel, Recorder]]:
-    """A server with the token interceptor, the recorder and health."""
+    """An asyncio server whose call gate checks tokens in front of the recorder, with health."""
     recorder = Recorder()
-    srv = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=4),
-        interceptors=[TokenAuthInterceptor(TokenTable.from_dict(TOKENS))],
+    gate = CallGate(
+        _handlers(recorder),
+        SERVICE,
+        futures.ThreadPoolExecutor(max_workers=2),
+        Slots(16),
+        tokens=TokenTable.from_dict(TOKENS),
     )
-    svc_grpc.add_PolicyServiceServicer_to_server(recorder, srv)
-    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), srv)
-    port = srv.add_insecure_port("127.0.0.1:0")
-    srv.start()
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    yield channel, recorder
-    channel.close()
-    srv.stop(None)
+    with serve_gate(gate) as channel:
+        yield channel, recorder
 
 
 def call(channel: grpc.Channel, method: str, request: Any, token: str | None) -> grpc.StatusCode:
@@ -271,3 +278,12 @@ def test_decision_matches_the_rule(
         assert allowed
     except PermissionDenied:
         assert not allowed
+
+
+def test_unauthenticated_bytes_are_never_read(server: tuple[grpc.Channel, Recorder]) -> None:
+    """Without a token even bytes that do not parse are UNAUTHENTICATED: nothing was read."""
+    channel, _ = server
+    call = channel.unary_unary("/strata.policy.v1.PolicyService/Admit")
+    with pytest.raises(grpc.RpcError) as caught:
+        call(b"\xff\xff\xff", timeout=5)
+    assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED

@@ -128,6 +128,8 @@ def test_probes_reach_a_plaintext_health_port(pod: dict[str, Any]) -> None:
             assert probe["grpc"]["port"] == int(port)
             assert probe["grpc"]["port"] != int(conf.get("address", ":50051").rpartition(":")[2])
             assert probe.get("timeoutSeconds", 1) >= 2, "1 s is below a loaded server's answer time"
+        assert container["livenessProbe"]["grpc"]["service"] == "liveness", "load never restarts"
+        assert "service" not in container["startupProbe"]["grpc"]
         assert "startupProbe" in container
         budget = (
             container["startupProbe"]["periodSeconds"]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from naive_placement import naive_from_matrix
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import Policy
 from strata_policy.policy.placement import FgdScore, PlacementOptions, place_one
+from strata_policy.policy.placement_inputs import per_capacity_weights
 from strata_policy.service.convert import options_from_proto
 from strata_policy.simulate.policies import parse_policy, placement_options
 from strata_policy.state.nodes import NodeMatrix
@@ -62,6 +65,69 @@ def test_share_tie_break(score: FgdScore, want_node: str, want_dev: int) -> None
     out = place_one(m, wl, PlacementOptions(Policy.FRAGMENTATION_AWARE, task_types=mix,
                                             fgd_score=score))  # fmt: skip
     assert [(p.node_id, p.gpu_devices) for p in out.placements] == [(want_node, (want_dev,))]
+
+
+# Model X: one node of 8 GPUs (a fifth of the cluster); model Y: four such nodes. A tenth of the
+# tasks need X and a tenth need Y; the rest take any GPU.
+MODEL_MIX = (
+    TaskType(1000, 1000, "", 0.8),
+    TaskType(1000, 1000, "X", 0.1),
+    TaskType(1000, 1000, "Y", 0.1),
+)
+
+
+def _matrix_two_models() -> NodeMatrix:
+    """Node x0 of model X, then y0 … y3 of model Y; 64 CPUs and 8 GPUs each."""
+    nodes = [node("x0", cpu=64, gpus=8, model="X")]
+    nodes += [node(f"y{i}", cpu=64, gpus=8, model="Y") for i in range(4)]
+    return NodeMatrix.from_nodes(nodes)
+
+
+@pytest.mark.parametrize(
+    ("score", "gpu_model", "want"),
+    [
+        pytest.param(
+            FgdScore.PAPER, "", "x0", id="paper: X and Y tasks weigh the same, node order"
+        ),
+        pytest.param(
+            FgdScore.REFINED,
+            "",
+            "y0",
+            id="refined: X's tasks claim X's fewer GPUs, so free work goes to Y",
+        ),
+        pytest.param(FgdScore.REFINED, "X", "x0", id="refined: an X task still runs on X"),
+        pytest.param(FgdScore.REFINED, "X|Y", "y0", id="refined: either model, the roomier"),
+    ],
+)
+def test_model_specific_nodes_kept_for_their_tasks(
+    score: FgdScore, gpu_model: str, want: str
+) -> None:
+    """One GPU of free work: the paper's FGD rewards every node by the share of tasks that
+    cannot use it (a tenth on both models) and takes the first; the refined mix weighs a task
+    per unit of the GPUs it may use (X's tenth on a fifth of the GPUs weighs 0.5, Y's 0.125), so
+    X's one node is kept for X's tasks. The naive twin agrees on the node and the score."""
+    m = _matrix_two_models()
+    twin = naive_from_matrix(m)
+    wl = workload("w", "s", cpu=1, gpu_milli=1000, gpu_model=gpu_model)
+    opts = PlacementOptions(Policy.FRAGMENTATION_AWARE, task_types=MODEL_MIX, fgd_score=score)
+    out = place_one(m, wl, opts)
+    assert [p.node_id for p in out.placements] == [want]
+    naive = twin.place(wl, opts.policy, {}, 0, MODEL_MIX, score.value)
+    assert (out.placements, out.score) == (naive.placements, naive.score)
+
+
+@pytest.mark.parametrize(
+    ("weights", "share", "want"),
+    [
+        pytest.param([0.8, 0.2], [1.0, 0.2], [0.8, 1.0], id="a fifth of the GPUs: five times"),
+        pytest.param([0.5], [0.0], [0.5], id="a model no node has: unchanged"),
+        pytest.param([0.5], [1.0], [0.5], id="any model: unchanged"),
+    ],
+)
+def test_per_capacity_weights(weights: list[float], share: list[float], want: list[float]) -> None:
+    """A shape's weight is divided by the share of the GPUs it may use, when that is in (0, 1)."""
+    got = per_capacity_weights(np.array(weights), np.array(share))
+    assert got.tolist() == pytest.approx(want)
 
 
 def test_engine_default_is_refined() -> None:

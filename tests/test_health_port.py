@@ -10,7 +10,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from strata_policy.service.config import ServerConfig
-from strata_policy.service.health_port import HealthPort
+from strata_policy.service.health_port import LIVENESS, HealthPort
 from strata_policy.service.server import SERVICE_NAME, Server
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -42,6 +42,31 @@ def test_not_serving_until_told(port: HealthPort) -> None:
     assert check(port.port, SERVICE_NAME) == SERVING
     port.set(NOT_SERVING)
     assert check(port.port, SERVICE_NAME) == NOT_SERVING
+
+
+def test_busy_is_not_ready_but_alive() -> None:
+    """While busy() (every slot taken) Check says NOT_SERVING, except for ``liveness``, which
+    is SERVING whenever the listener runs: load takes a pod out of the Service, never kills it."""
+    busy = [False]
+    hp = HealthPort("127.0.0.1:0", ("", SERVICE_NAME), busy=lambda: busy[0])
+    assert (
+        hp.servicer.Check(health_pb2.HealthCheckRequest(service=LIVENESS), None).status
+        == NOT_SERVING
+    )
+    hp.start()
+    try:
+        hp.set(SERVING)
+        assert check(hp.port) == SERVING
+        busy[0] = True
+        assert check(hp.port) == NOT_SERVING
+        assert check(hp.port, SERVICE_NAME) == NOT_SERVING
+        assert check(hp.port, LIVENESS) == SERVING
+        busy[0] = False
+        hp.set(NOT_SERVING)  # warming up or draining: not ready, still alive
+        assert check(hp.port) == NOT_SERVING
+        assert check(hp.port, LIVENESS) == SERVING
+    finally:
+        hp.stop(0)
 
 
 def test_it_serves_nothing_but_health(port: HealthPort) -> None:

@@ -4,71 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import grpc
 import pytest
-from google.rpc import error_details_pb2, status_pb2
 
 from strata_policy.service.client import Client, RpcError
 from strata_policy.service.config import ServerConfig
-from strata_policy.service.interceptors import ConcurrencyLimitInterceptor
 from strata_policy.service.server import Server
 from strata_policy.state.limits import Limits
-
-
-class Details:
-    """Handler call details for a method."""
-
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self.invocation_metadata = ()
-
-
-class Aborted(Exception):
-    """What a fake context raises on abort."""
-
-
-class FakeContext:
-    """Captures the status an interceptor aborts with."""
-
-    status: Any = None
-
-    def abort_with_status(self, status: Any) -> None:
-        self.status = status
-        raise Aborted
-
-
-def echo_handler(_: Any) -> grpc.RpcMethodHandler:  # type: ignore[type-arg]
-    """A unary handler that answers "ok"."""
-    return grpc.unary_unary_rpc_method_handler(lambda request, context: "ok")
-
-
-def test_concurrency_limit_counts_calls_in_flight() -> None:
-    """With one call in flight and a maximum of 1, the next is refused with ErrorInfo details."""
-    limiter = ConcurrencyLimitInterceptor(1)
-    first = _handler(limiter, ADMIT)
-    second = _handler(limiter, ADMIT)
-    assert _handler(limiter, "/grpc.health.v1.Health/Check").unary_unary(None, None) == "ok"
-    context = FakeContext()
-    with pytest.raises(Aborted):
-        second.unary_unary(None, context)
-    status = context.status
-    assert status.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-    rich = status_pb2.Status.FromString(dict(status.trailing_metadata)["grpc-status-details-bin"])
-    info = error_details_pb2.ErrorInfo()
-    assert rich.details[0].Unpack(info)
-    assert (info.reason, info.metadata["limit"]) == ("SIZE_LIMIT_EXCEEDED", "max_concurrent_rpcs")
-    assert first.unary_unary(None, None) == "ok"
-    assert limiter.in_flight == 0
-    assert _handler(limiter, ADMIT).unary_unary(None, None) == "ok"
-
-
-ADMIT = "/strata.policy.v1.PolicyService/Admit"
-
-
-def _handler(limiter: ConcurrencyLimitInterceptor, method: str) -> Any:
-    handler = limiter.intercept_service(echo_handler, Details(method))
-    assert handler is not None
-    return handler
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from naive_reclaim import World
 
 from strata_policy.model import Decision, Order, RunningWorkload, Scope, VictimReason, Workload
 from strata_policy.model.resources import Resources
@@ -206,3 +207,25 @@ def test_admissible_is_check_admit_pass_case(
     assert (fast is not None) == check.fits
     if fast is not None:
         assert fast == dict(check.borrowed)
+
+
+@SETTINGS
+@given(tree_scopes=scopes(), data=st.data())
+def test_effective_guarantee_is_its_definition(
+    tree_scopes: list[Scope], data: st.DataObject
+) -> None:
+    """G (cached once per tree) equals its recursive definition on every scope and resource;
+    GetCluster's borrowed is usage above it; oversubscribed is a set value below the sum."""
+    tree = QuotaTree.build(tree_scopes)
+    for n in range(data.draw(st.integers(0, 4))):
+        w = pending(data, tree, n)
+        tree.charge(w.scope_id, w.total)
+    naive = World({s.id: s for s in tree_scopes}, [], {})
+    for sid in tree.scopes:
+        g = {r: naive.g(sid, r) for r in RESOURCES}
+        assert dict(tree.effective_guarantee(sid)) == {r: a for r, a in g.items() if a}
+        usage = tree.usage(sid)
+        over = {r: usage.get(r, 0) - g[r] for r in RESOURCES if usage.get(r, 0) > g[r]}
+        assert tree.borrowed(sid) == over
+        flagged = tuple(r for r in RESOURCES if naive.oversubscribed(sid, r))
+        assert tree.oversubscribed(sid) == flagged

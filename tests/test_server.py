@@ -18,7 +18,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 
 from strata_policy.service.client import Client
 from strata_policy.service.config import ServerConfig
-from strata_policy.service.server import Server
+from strata_policy.service.server import DETAIL_TYPES, Server
 
 
 def test_health_and_reflection(server: Server, client: Client) -> None:
@@ -28,6 +28,13 @@ def test_health_and_reflection(server: Server, client: Client) -> None:
     services = ProtoReflectionDescriptorDatabase(client.channel).get_services()
     assert "strata.policy.v1.PolicyService" in services
     assert "grpc.health.v1.Health" in services
+
+
+@pytest.mark.parametrize("name", DETAIL_TYPES)
+def test_error_detail_types_are_reflected(client: Client, name: str) -> None:
+    """Reflection serves google.rpc's detail types, so reflection clients (grpcurl) decode them."""
+    found = ProtoReflectionDescriptorDatabase(client.channel).FindFileContainingSymbol(name)
+    assert found.name == "google/rpc/error_details.proto"
 
 
 def _free_port() -> int:
@@ -77,6 +84,7 @@ def test_serve_logs_rpcs_and_drains_on_sigterm() -> None:
     )
     assert "duration_ms" in rpc
     events = [x["event"] for x in lines]
+    assert events.index("listening") < events.index("warming kernels") < events.index("serving")
     assert events.index("serving") < events.index("draining") < events.index("stopped")
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
+import shutil
 from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass
@@ -17,6 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from strata_policy.service.config import ServerConfig
+from strata_policy.service.server import Server
 from strata_policy.service.tls import TlsConfigError, channel_credentials, server_credentials
 
 Key = ec.EllipticCurvePrivateKey
@@ -63,6 +67,9 @@ class Pki:
     client_key: Path
     rogue_cert: Path
     rogue_key: Path
+    renewed_ca: Path
+    renewed_cert: Path
+    renewed_key: Path
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +102,11 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     s = leaf("server", (ca.subject, ca_key), True)
     c = leaf("client", (ca.subject, ca_key), False)
     r = leaf("rogue", (rogue_ca.subject, rogue_ca_key), False)
-    return Pki(ca_path, *s, *c, *r)
+    renewed_ca_key = ec.generate_private_key(ec.SECP256R1())
+    renewed_ca = _cert("renewed CA", renewed_ca_key, None, ca=True, server=False)
+    renewed_ca_path, _ = write("renewed-ca", renewed_ca)
+    n = leaf("renewed", (renewed_ca.subject, renewed_ca_key), True)
+    return Pki(ca_path, *s, *c, *r, renewed_ca_path, *n)
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["tls", "mtls"])
@@ -181,3 +192,37 @@ def test_client_cert_needs_its_key(pki: Pki) -> None:
     """A client certificate without its key is refused before any connection."""
     with pytest.raises(TlsConfigError, match="together"):
         channel_credentials(pki.ca, pki.client_cert, None)
+
+
+def test_client_ca_alone_is_refused(pki: Pki) -> None:
+    """--tls-client-ca without --tls-cert/--tls-key refuses to start (it once ran plaintext)."""
+    with pytest.raises(TlsConfigError, match="must be given together"):
+        Server(ServerConfig(address="127.0.0.1:0", tls_client_ca=str(pki.ca)))
+
+
+def _replace(target: Path, source: Path) -> None:
+    """Replace ``target`` by a copy of ``source`` in one rename, as a Secret update does."""
+    staged = target.with_suffix(".new")
+    shutil.copyfile(source, staged)
+    os.replace(staged, target)
+
+
+def test_renewed_certificate_is_served_without_restart(tmp_path: Path, pki: Pki) -> None:
+    """Certificate and key files rewritten in place: the next connection gets the new one; an
+    unusable rewrite keeps the last good certificate."""
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    shutil.copyfile(pki.server_cert, cert)
+    shutil.copyfile(pki.server_key, key)
+    srv = Server(ServerConfig(address="127.0.0.1:0", tls_cert=str(cert), tls_key=str(key)))
+    target = f"127.0.0.1:{srv.port}"
+    try:
+        assert _check(target, channel_credentials(pki.ca))
+        assert not _check(target, channel_credentials(pki.renewed_ca))
+        _replace(cert, pki.renewed_cert)
+        _replace(key, pki.renewed_key)
+        assert _check(target, channel_credentials(pki.renewed_ca))
+        assert not _check(target, channel_credentials(pki.ca))
+        key.write_text("half written")
+        assert _check(target, channel_credentials(pki.renewed_ca))
+    finally:
+        srv.grpc.stop(0)

@@ -1,230 +1,226 @@
-"""The ``ctl`` subcommands: push, get, delete, import-openb, quota, usage, admit, place, release,
-reclaim. Files are JSON or YAML in the proto JSON mapping (what ``grpcurl -d`` takes)."""
+"""``strata-policy ctl``: the group, and the commands about whole clusters.
+
+``clusters``, ``get``, ``usage``, ``push``, ``delete`` and ``import-openb`` live here; quotas in
+``ctl.quota``, decisions (admit, place, reclaim, release) in ``ctl.decisions``. The conventions
+every command follows (``-c``, ``-o``, exit codes, one-line errors) are in ``ctl.session``.
+"""
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import yaml
 
-from strata_policy.ctl import render
+from strata_policy.ctl import decisions, quota, render
 from strata_policy.ctl.openb import snapshot_from_openb
-from strata_policy.model.resources import parse_resources
-from strata_policy.service.client import Client, RpcError
+from strata_policy.ctl.request_files import Decoded, decode, read_text, top_level_keys
+from strata_policy.ctl.resource_names import check_names
+from strata_policy.ctl.session import CtlError, Session, pass_session
+from strata_policy.model.quantity import format_quantity
+from strata_policy.model.resources import RESERVED
+from strata_policy.service.client import request_descriptor, snapshot_descriptor
+
+SCOPE_RESOURCES = ("guarantee", "limit")
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``ctl`` and its commands."""
-    ctl = sub.add_parser("ctl", help="operate a running server")
-    ctl.add_argument("--address", default=os.environ.get("STRATA_ADDRESS", "127.0.0.1:50051"))
-    ctl.add_argument("--token", default=os.environ.get("STRATA_TOKEN", ""), help="bearer token")
-    ctl.add_argument("--tls-ca", default="", help="CA certificate: use TLS")
-    ctl.add_argument("--tls-cert", default="", help="client certificate (mutual TLS)")
-    ctl.add_argument("--tls-key", default="", help="client key (mutual TLS)")
-    ctl.add_argument("--output", "-o", choices=("table", "json"), default="table")
-    cmds = ctl.add_subparsers(dest="ctl_command", required=True)
+@click.group("ctl", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--address", envvar="STRATA_ADDRESS", default="127.0.0.1:50051", show_default=True)
+@click.option("--token", envvar="STRATA_TOKEN", default="", help="bearer token ($STRATA_TOKEN)")
+@click.option("--tls-ca", envvar="STRATA_TLS_CA", default="", help="CA certificate: use TLS")
+@click.option("--tls-cert", envvar="STRATA_TLS_CERT", default="", help="client cert (mTLS)")
+@click.option("--tls-key", envvar="STRATA_TLS_KEY", default="", help="client key (mTLS)")
+@click.option(
+    "-o", "--output", type=click.Choice(("table", "wide", "json", "yaml")), default="table"
+)
+@click.option("-c", "--cluster", envvar="STRATA_CLUSTER", default="", help="$STRATA_CLUSTER")
+@click.pass_context
+def ctl(ctx: click.Context, /, **options: Any) -> None:
+    """Operate a running server: clusters, scopes and quotas, decisions.
 
-    p = cmds.add_parser("push", help="push a snapshot file (JSON/YAML)")
-    p.add_argument("file", type=Path)
-    p.add_argument("--cluster", default="", help="cluster id (default: the file's clusterId)")
-    p.add_argument("--dry-run", action="store_true")
-    p.set_defaults(handler=_push)
-
-    p = cmds.add_parser("get", help="the scope tree with usage, guarantee and limit")
-    p.add_argument("cluster")
-    p.add_argument("--snapshot", action="store_true", help="include the whole snapshot (json)")
-    p.set_defaults(handler=_get)
-
-    p = cmds.add_parser("usage", help="usage, guarantee, limit, borrowed and scopes at limit")
-    p.add_argument("cluster")
-    p.set_defaults(handler=_usage)
-
-    p = cmds.add_parser("delete", help="forget a cluster")
-    p.add_argument("cluster")
-    p.set_defaults(handler=_delete)
-
-    p = cmds.add_parser("import-openb", help="a snapshot from the openb node list CSV")
-    p.add_argument("nodes_csv", type=Path)
-    p.add_argument("--cluster", default="", help="push it to this cluster instead of printing")
-    p.add_argument("--scope", default="default", help="one top-level scope to create")
-    p.set_defaults(handler=_import_openb)
-
-    quota = cmds.add_parser("quota", help="set or show a scope's guarantee and limit")
-    qcmds = quota.add_subparsers(dest="quota_command", required=True)
-    p = qcmds.add_parser("set", help="set guarantee/limit (human units: gpu=8,cpu=64,memory=256Gi)")
-    p.add_argument("scope")
-    p.add_argument("--cluster", required=True)
-    p.add_argument("--guarantee", default=None)
-    p.add_argument("--limit", default=None)
-    p.add_argument("--parent", default=None, help="parent scope (new scopes)")
-    p.add_argument("--weight", type=float, default=None)
-    p.set_defaults(handler=_quota_set)
-    p = qcmds.add_parser("get", help="the quota tree")
-    p.add_argument("cluster")
-    p.set_defaults(handler=_get)
-
-    for name, method, render_fn in (
-        ("admit", "Admit", render.results),
-        ("place", "Place", render.results),
-        ("reclaim", "Reclaim", render.victims),
-    ):
-        p = cmds.add_parser(name, help=f"send a {method} request file (JSON/YAML)")
-        p.add_argument("file", type=Path)
-        p.add_argument("--cluster", default="")
-        p.add_argument("--dry-run", action="store_true")
-        if name == "place":
-            p.add_argument("--policy", default="", help="e.g. FRAGMENTATION_AWARE")
-        p.set_defaults(handler=_request, method=method, render_fn=render_fn)
-
-    p = cmds.add_parser("release", help="release workloads: by id, or a Release request file")
-    p.add_argument("cluster_or_file", help="cluster id, or a request file (JSON/YAML)")
-    p.add_argument("workload_ids", nargs="*")
-    p.add_argument("--dry-run", action="store_true")
-    p.set_defaults(handler=_release)
+    \b
+    The cluster is always -c/--cluster (default $STRATA_CLUSTER); -o and -c may come before or
+    after the subcommand. Files are YAML or JSON, amounts Kubernetes quantities (cpu: 4,
+    memory: 4Gi, gpu: 0.5); --raw reads base units. Exit codes: 0 done, 1 error, 2 usage.
+    """
+    ctx.obj = Session(**options)
 
 
-def _client(args: argparse.Namespace) -> Client:
-    credentials = None
-    if args.tls_ca:
-        from strata_policy.service.tls import channel_credentials  # noqa: PLC0415  # TLS only
-
-        credentials = channel_credentials(args.tls_ca, args.tls_cert or None, args.tls_key or None)
-    return Client(args.address, token=args.token, credentials=credentials)
-
-
-def _load(path: Path) -> dict[str, Any]:
-    text = sys.stdin.read() if str(path) == "-" else path.read_text()
-    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    if not isinstance(data, dict):
-        raise SystemExit(f"{path}: expected a mapping at the top level")
-    return data
-
-
-def _show(args: argparse.Namespace, response: dict[str, Any], text: str) -> int:
-    if args.output == "json":
-        print(json.dumps(response, indent=2))
-    else:
-        print(text)
+@ctl.command("clusters")
+@pass_session
+def clusters(session: Session) -> int:
+    """The clusters this server holds (those your token may read)."""
+    response = session.call("ListClusters", {})
+    session.show(response, lambda: render.clusters(response))
     return 0
 
 
-def _run(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict[str, Any]:
-    client = _client(args)
-    try:
-        return client.call(method, request)
-    except RpcError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    finally:
-        client.close()
+@ctl.command("get")
+@click.option("--snapshot", is_flag=True, help="include the whole snapshot (with -o json|yaml)")
+@pass_session
+def get(session: Session, snapshot: bool) -> int:
+    """The scope tree with usage, guarantee and limit."""
+    cluster = session.require_cluster()
+    response = session.call("GetCluster", {"clusterId": cluster, "includeSnapshot": snapshot})
+    session.show(response, lambda: render.scope_tree(response, wide=session.wide))
+    return 0
 
 
-def _push(args: argparse.Namespace) -> int:
-    data = _load(args.file)
-    snapshot = data.get("snapshot", data)
-    cluster = args.cluster or data.get("clusterId") or data.get("cluster_id") or ""
-    if not cluster:
-        raise SystemExit("name the cluster: --cluster ID (or clusterId in the file)")
-    snapshot = {k: v for k, v in snapshot.items() if k not in ("clusterId", "cluster_id")}
-    response = _run(
-        args, "PushSnapshot", {"clusterId": cluster, "snapshot": snapshot, "dryRun": args.dry_run}
-    )
-    return _show(
-        args,
+@ctl.command("usage")
+@pass_session
+def usage(session: Session) -> int:
+    """Usage, guarantee, limit, what is borrowed and which scopes are at their limit."""
+    cluster = session.require_cluster()
+    response = session.call("GetCluster", {"clusterId": cluster})
+    session.show(response, lambda: render.scope_tree(response, borrowed=True, wide=session.wide))
+    return 0
+
+
+@ctl.command("push")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--dry-run", is_flag=True, help="check and count, change nothing")
+@click.option("--raw", is_flag=True, help="amounts are integers in base units (proto JSON)")
+@pass_session
+def push(session: Session, file: str, dry_run: bool, raw: bool) -> int:
+    """Replace a cluster's whole state with a snapshot file (nodes, scopes, workloads).
+
+    The file is a Snapshot, or a PushSnapshot request ({clusterId, snapshot}).
+    """
+    decoded = read_snapshot(file, raw=raw)
+    cluster = session.require_cluster(decoded.data.get("clusterId", ""))
+    snapshot = decoded.data.get("snapshot", {})
+    request = {"clusterId": cluster, "snapshot": snapshot, "dryRun": dry_run}
+    response = session.call("PushSnapshot", request, decoded)
+    session.show(
         response,
-        f"cluster {cluster} at generation {response['generation']}: {response['nodeCount']} nodes, "
-        f"{response['scopeCount']} scopes, {response['workloadCount']} workloads",
+        lambda: (
+            f"cluster {cluster} at generation {response['generation']}: "
+            f"{render.counts(response, 'node', 'scope', 'workload')}{render.dry_run(dry_run)}"
+        ),
     )
+    return 0
 
 
-def _get(args: argparse.Namespace) -> int:
-    snapshot = getattr(args, "snapshot", False)
-    response = _run(args, "GetCluster", {"clusterId": args.cluster, "includeSnapshot": snapshot})
-    return _show(args, response, render.scope_tree(response))
-
-
-def _usage(args: argparse.Namespace) -> int:
-    response = _run(args, "GetCluster", {"clusterId": args.cluster})
-    return _show(args, response, render.scope_tree(response, borrowed=True))
-
-
-def _delete(args: argparse.Namespace) -> int:
-    response = _run(args, "DeleteCluster", {"clusterId": args.cluster})
-    return _show(
-        args, response, f"deleted {args.cluster} (was at generation {response['generation']})"
-    )
-
-
-def _import_openb(args: argparse.Namespace) -> int:
-    snapshot = snapshot_from_openb(args.nodes_csv, args.scope)
-    if not args.cluster:
-        print(json.dumps({"snapshot": snapshot}, indent=1))
-        return 0
-    response = _run(args, "PushSnapshot", {"clusterId": args.cluster, "snapshot": snapshot})
-    return _show(
-        args,
-        response,
-        f"cluster {args.cluster} at generation {response['generation']}: "
-        f"{response['nodeCount']} nodes",
-    )
-
-
-def _quota_set(args: argparse.Namespace) -> int:
-    current = _run(args, "GetCluster", {"clusterId": args.cluster, "includeSnapshot": True})
-    scopes = {s["id"]: s for s in current.get("snapshot", {}).get("scopes", [])}
-    scope = dict(scopes.get(args.scope, {"id": args.scope}))
-    try:
-        if args.guarantee is not None:
-            scope["guarantee"] = {k: str(v) for k, v in parse_resources(args.guarantee).items()}
-        if args.limit is not None:
-            scope["limit"] = {k: str(v) for k, v in parse_resources(args.limit).items()}
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    if args.parent is not None:
-        scope["parentId"] = args.parent
-    if args.weight is not None:
-        scope["weight"] = args.weight
-    response = _run(
-        args,
-        "UpdateSnapshot",
-        {
-            "clusterId": args.cluster,
-            "upsertScopes": [scope],
-            "expectedGeneration": current["generation"],
-        },
-    )
-    after = _run(args, "GetCluster", {"clusterId": args.cluster})
-    return _show(args, response, render.scope_tree(after, borrowed=True))
-
-
-def _request(args: argparse.Namespace) -> int:
-    data = _load(args.file)
-    if args.cluster:
-        data["clusterId"] = args.cluster
-    if args.dry_run:
-        data["dryRun"] = True
-    if getattr(args, "policy", ""):
-        policy = args.policy.upper()
-        data["policy"] = policy if policy.startswith("POLICY_") else f"POLICY_{policy}"
-    response = _run(args, args.method, data)
-    return _show(args, response, args.render_fn(response))
-
-
-def _release(args: argparse.Namespace) -> int:
-    target = Path(args.cluster_or_file)
-    if target.suffix in (".json", ".yaml", ".yml") and target.exists():
-        request = _load(target)
+def read_snapshot(file: str, *, raw: bool) -> Decoded:
+    """A snapshot file as a PushSnapshot request; resource names checked against its nodes."""
+    text = read_text(file)
+    if "snapshot" in top_level_keys(file, text):
+        decoded = decode(file, text, request_descriptor("PushSnapshot"), raw=raw)
     else:
-        request = {"clusterId": args.cluster_or_file, "workloadIds": args.workload_ids}
-    if args.dry_run:
-        request["dryRun"] = True
-    response = _run(args, "Release", request)
-    text = f"generation {response['generation']}: released {', '.join(response['released']) or '-'}"
-    if response.get("notFound"):
-        text += f"; not found: {', '.join(response['notFound'])}"
-    return _show(args, response, text)
+        inner = decode(file, text, snapshot_descriptor(), raw=raw)
+        lines = {f"snapshot.{k}": v for k, v in inner.lines.items()}
+        decoded = Decoded(file, {"snapshot": inner.data}, lines)
+    nodes = decoded.data.get("snapshot", {}).get("nodes", [])
+    known = set(RESERVED).union(*(n.get("capacity", {}) for n in nodes))
+    check_names(decoded, known, "the snapshot")
+    return decoded
+
+
+@ctl.command("export")
+@click.option("--raw", is_flag=True, help="amounts in base units (push it back with --raw)")
+@pass_session
+def export(session: Session, raw: bool) -> int:
+    """The cluster's snapshot as a file ``ctl push`` takes back: YAML in quantities (-o json)."""
+    cluster = session.require_cluster()
+    response = session.call("GetCluster", {"clusterId": cluster, "includeSnapshot": True})
+    snapshot = _prune(response.get("snapshot", {}))
+    if not raw:
+        snapshot = _as_quantities(snapshot)
+    if session.output == "json":
+        click.echo(json.dumps(snapshot, indent=1))
+    else:
+        click.echo(yaml.safe_dump(snapshot, sort_keys=False).rstrip("\n"))
+    return 0
+
+
+RESOURCE_MAPS = ("capacity", "guarantee", "limit", "request")
+
+
+def _as_quantities(value: Any, key: str = "") -> Any:
+    """Every resource map's amounts as quantities (``64``, ``256Gi``, ``0.5``)."""
+    if isinstance(value, dict):
+        if key in RESOURCE_MAPS:
+            return {k: format_quantity(k, int(v)) for k, v in value.items()}
+        return {k: _as_quantities(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_quantities(v, key) for v in value]
+    return value
+
+
+def _prune(value: Any, key: str = "") -> Any:
+    """Without empty fields and zero numbers (the response prints every field). Booleans stay
+    (``preemptible: false`` is not the default), and so do list items (``gpuDevices: [0]``) and
+    resource maps' zeros (an explicit ``guarantee: {gpu: 0}`` is not an absent one)."""
+    if isinstance(value, list):
+        return [_prune(v, key) for v in value]
+    if not isinstance(value, dict) or key in RESOURCE_MAPS:
+        return value
+    kept = {k: _prune(v, k) for k, v in value.items()}
+    return {k: v for k, v in kept.items() if not _empty(v)}
+
+
+def _empty(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    return value in ({}, [], "", "0") or (isinstance(value, int | float) and value == 0)
+
+
+@ctl.command("delete")
+@pass_session
+def delete(session: Session) -> int:
+    """Forget a cluster (its state, generation and remembered request ids)."""
+    cluster = session.require_cluster()
+    response = session.call("DeleteCluster", {"clusterId": cluster})
+    session.show(
+        response, lambda: f"deleted {cluster} (was at generation {response['generation']})"
+    )
+    return 0
+
+
+@ctl.command("import-openb")
+@click.argument("nodes_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--scope", default="default", show_default=True, help="one top-level scope")
+@click.option("--push", "push_it", is_flag=True, help="push it to -c's cluster (else print it)")
+@click.option("--dry-run", is_flag=True, help="with --push: check and count, change nothing")
+@click.option("--raw", is_flag=True, help="print amounts in base units")
+@pass_session
+def import_openb(
+    session: Session, nodes_csv: Path, scope: str, push_it: bool, dry_run: bool, raw: bool
+) -> int:
+    """A snapshot from the openb node list CSV (data/openb/): printed, or pushed with --push.
+
+    Printed as YAML in quantities (or JSON with -o json), ready for ``ctl push``.
+    """
+    try:
+        snapshot = snapshot_from_openb(nodes_csv, scope)
+    except ValueError as exc:
+        raise CtlError(str(exc)) from None
+    if not push_it:
+        if not raw:
+            for node in snapshot["nodes"]:
+                node["capacity"] = {
+                    k: format_quantity(k, int(v)) for k, v in node["capacity"].items()
+                }
+        if session.output == "json":
+            click.echo(json.dumps(snapshot, indent=1))
+        else:
+            click.echo(yaml.safe_dump(snapshot, sort_keys=False).rstrip("\n"))
+        return 0
+    cluster = session.require_cluster()
+    request = {"clusterId": cluster, "snapshot": snapshot, "dryRun": dry_run}
+    response = session.call("PushSnapshot", request)
+    session.show(
+        response,
+        lambda: (
+            f"cluster {cluster} at generation {response['generation']}: "
+            f"{render.counts(response, 'node', 'scope')}{render.dry_run(dry_run)}"
+        ),
+    )
+    return 0
+
+
+for _command in (decisions.admit, decisions.place, decisions.reclaim, decisions.release):
+    ctl.add_command(_command)
+ctl.add_command(quota.quota)

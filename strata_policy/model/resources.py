@@ -7,8 +7,9 @@ amount silently (``subtract`` floors at zero only where the caller asks for the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
+
+from strata_policy.model.quantity import QuantityError, parse_quantity
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -71,18 +72,6 @@ def valid_gpu_request(gpu_milli: int) -> bool:
 
 
 _GIB = 1024**3
-_UNITS_MEMORY = {
-    "": 1,
-    "k": 1000,
-    "m": 1000**2,
-    "g": 1000**3,
-    "t": 1000**4,
-    "ki": 1024,
-    "mi": 1024**2,
-    "gi": 1024**3,
-    "ti": 1024**4,
-}
-_AMOUNT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def format_amount(resource: str, amount: int) -> str:
@@ -106,42 +95,25 @@ def format_resources(amounts: Resources) -> str:
 
 
 def parse_amount(resource: str, text: str) -> int:
-    """Parse a human amount into base units: ``cpu=8`` or ``500m``, ``memory=48Gi``, ``gpu=0.5``.
-
-    CPU and GPU take whole or fractional units (``m`` suffix = milli); memory takes Kubernetes
-    quantities (``Ki``/``Mi``/``Gi``/``Ti``, ``k``/``M``/``G``/``T``, ``B``/``iB`` tolerated);
-    other resources take plain integers. Raises ``ValueError`` on anything else.
-    """
-    match = _AMOUNT.match(text)
-    if not match:
-        raise ValueError(f"cannot parse {resource} amount {text!r}")
-    number, unit = match.group(1), match.group(2).lower()
-    value = float(number)
-    if resource in (CPU, GPU):
-        unit = unit.removesuffix("cpu").removesuffix("gpu")
-        if unit == "m":
-            return round(value)
-        if unit:
-            raise ValueError(f"unknown {resource} unit {match.group(2)!r} in {text!r}")
-        return round(value * 1000)
-    if resource == MEMORY:
-        unit = unit.removesuffix("b")
-        if unit not in _UNITS_MEMORY:
-            raise ValueError(f"unknown memory unit {match.group(2)!r} in {text!r}")
-        return round(value * _UNITS_MEMORY[unit])
-    if unit or "." in number:
-        raise ValueError(f"{resource} takes a whole number, not {text!r}")
-    return int(number)
+    """A Kubernetes quantity in ``resource``'s base units (``cpu=8`` or ``500m``, ``memory=48Gi``,
+    ``gpu=0.5``); raises ``ValueError`` (``QuantityError``). See ``model.quantity``."""
+    return parse_quantity(resource, text)
 
 
 def parse_resources(text: str) -> dict[str, int]:
-    """Parse ``gpu=8,cpu=64,memory=256Gi`` into base units."""
+    """Parse ``gpu=8,cpu=64,memory=256Gi`` into base units; a name given twice is an error."""
     out: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, sep, amount = part.partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"expected NAME=AMOUNT, got {part!r}")
-        out[name.strip()] = parse_amount(name.strip(), amount)
+        name = name.strip()
+        if not sep or not name:
+            raise QuantityError(f"expected NAME=AMOUNT (e.g. gpu=8,memory=64Gi), got {part!r}")
+        if name in out:
+            raise QuantityError(f"{name} is given twice")
+        try:
+            out[name] = parse_quantity(name, amount)
+        except QuantityError as exc:
+            raise QuantityError(f"{name}: {exc}") from None
     return out
 
 

@@ -50,8 +50,10 @@ class FgdScore(Enum):
     ``PAPER`` is the FGD paper's ``int(100·sigmoid(−ΔF/1000))`` with ties to node order;
     ``UNTRUNCATED`` the strict ``−ΔF``; ``REFINED`` (the default) the paper's score over ΔF plus
     the change in GPU milli that the node's free CPU cannot feed, ties to the device left with
-    the least free milli. On the openb trace REFINED leaves about 12 % fewer GPUs unallocated
-    than PAPER (docs/simulation.md).
+    the least free milli, and its mix weighs each shape per unit of the GPU capacity its models
+    allow (``placement_inputs.per_capacity_weights``), so nodes of a model few nodes have are
+    kept for the tasks that need it. On the openb trace REFINED leaves about 12 % fewer GPUs
+    unallocated than PAPER, and ahead on every variant family (docs/simulation.md).
     """
 
     PAPER = "PAPER"
@@ -231,7 +233,8 @@ def _place(
         seeds[:] = [inputs.seed_of(options.seed, wl.id) for wl in workloads]
     if options.policy is Policy.FRAGMENTATION_AWARE:
         types = _task_types(options) or (_own_shape(workloads[0]),)
-        frag = inputs.frag_arrays(matrix, types, private)
+        refined = options.fgd_score is FgdScore.REFINED
+        frag = inputs.frag_arrays(matrix, types, private, per_capacity=refined)
     else:
         frag = kernels.FragArrays.empty(len(matrix))
     req = shapes.req

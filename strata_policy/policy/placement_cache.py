@@ -163,7 +163,8 @@ def place_cached(
         lock = trees.setdefault(_LOCK, threading.Lock())
     with lock:
         entry = trees.pop(key, None)
-        frag = inputs.frag_arrays(matrix, types, private=False)
+        refined = fgd_mode == kernels.FGD_REFINED
+        frag = inputs.frag_arrays(matrix, types, private=False, per_capacity=refined)
         if entry is not None and not (
             (entry.types is types or entry.types == types)
             and entry.frag is not None

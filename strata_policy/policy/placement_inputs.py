@@ -308,9 +308,42 @@ def _model_ok(matrix: NodeMatrix, models: tuple[str, ...]) -> np.ndarray:
     return out
 
 
-def frag_arrays(matrix: NodeMatrix, types: Sequence[TaskType], private: bool) -> FragArrays:
+def _capacity_share(matrix: NodeMatrix, model_ok: np.ndarray) -> np.ndarray:
+    """Per shape: the share of the cluster's GPU devices on nodes whose model it allows (1.0 for
+    a shape naming no model; 1.0 too when the cluster has no GPU, so nothing is rescaled)."""
+    devices = matrix.gpu_devices.astype(np.float64)
+    total = float(devices.sum())
+    if total <= 0.0:
+        return np.ones(model_ok.shape[1], dtype=np.float64)
+    share: np.ndarray = (devices @ model_ok) / total
+    return share
+
+
+def per_capacity_weights(weights: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """The refined FGD's mix: each shape's share of the tasks divided by the share of the
+    cluster's GPUs it may run on (a shape no node allows keeps its weight: it runs nowhere, so
+    it ranks no node above another).
+
+    FGD counts a node's idle GPUs as fragmented for every shape whose model it does not allow, so
+    placing work there earns ``Σ p_m`` of those shapes per GPU milli. Weighted by task share
+    alone, that makes the nodes of a model few tasks name (the openb trace's 39 G3 nodes) the
+    best place for unconstrained work, which then fills them before the 549 G2 nodes, and the
+    few pods that need a G3 fail. Per unit of the capacity a shape can use, the weight says how
+    much of that capacity it will claim: a model many tasks need and few nodes have is kept for
+    them, one with room to spare is not."""
+    out = weights.copy()
+    scaled = (share > 0.0) & (share < 1.0)
+    out[scaled] = weights[scaled] / share[scaled]
+    return out
+
+
+def frag_arrays(
+    matrix: NodeMatrix, types: Sequence[TaskType], private: bool, *, per_capacity: bool = False
+) -> FragArrays:
     """The FGD inputs for ``types``, statistics refreshed; ``private`` gives copies the kernel
-    may mutate (batches and gangs), otherwise the cached arrays themselves."""
+    may mutate (batches and gangs), otherwise the cached arrays themselves. ``per_capacity``
+    (the refined score) weighs each shape per unit of the GPU capacity it may use
+    (``per_capacity_weights``)."""
     if not types:
         return FragArrays.empty(len(matrix))
     t_cpu, t_gpu, t_k, weights, models = _shape_cache(
@@ -333,6 +366,18 @@ def frag_arrays(matrix: NodeMatrix, types: Sequence[TaskType], private: bool) ->
         if len(model_cache) >= _MAX_FRAG_CACHED:
             model_cache.clear()
         model_ok = model_cache[models] = _model_ok(matrix, models)
+    if per_capacity:
+        weight_cache: dict[tuple[tuple[str, ...], bytes], np.ndarray] = matrix.shared(
+            "fgd-capacity-weights", dict
+        )
+        key_w = (models, weights.tobytes())
+        scaled = weight_cache.get(key_w)
+        if scaled is None:
+            if len(weight_cache) >= _MAX_FRAG_CACHED:
+                weight_cache.clear()
+            share = _capacity_share(matrix, model_ok)
+            scaled = weight_cache[key_w] = per_capacity_weights(weights, share)
+        weights = scaled
     count_ge = cache.count_ge.copy() if private else cache.count_ge
     below = cache.below.copy() if private else cache.below
     return FragArrays(t_cpu, t_gpu, t_k, weights, model_ok, count_ge, below)

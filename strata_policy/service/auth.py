@@ -15,35 +15,37 @@ is inside the request:
 2. Once the request is deserialized, before the servicer runs: a token not granted the request's
    ``cluster_id`` is PERMISSION_DENIED; a read-only token may call GetCluster, and any mutating
    RPC only with ``dry_run`` set (DeleteCluster has no dry run, so never).
+3. ListClusters names no cluster: every known token may call it, and its answer is cut down to
+   the clusters the token is granted.
 
-A denied call never reaches the servicer, so it changes nothing. Errors are the package's own
-``Unauthenticated``/``PermissionDenied`` ended through ``service.status.abort`` (one status
-table). Tokens are kept only as SHA-256 digests and looked up by digest, so neither a memory dump
+``service.calls.CallGate`` runs both steps (the first when gRPC looks up the handler, so an
+unauthenticated request's bytes are never parsed). A denied call never reaches the servicer, so
+it changes nothing. Errors are the package's own ``Unauthenticated``/``PermissionDenied``, ended
+through ``service.status`` (one status table).
+Tokens are kept only as SHA-256 digests and looked up by digest, so neither a memory dump
 of the table nor the lookup's timing gives a token away.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import grpc
 import yaml
 
-from strata_policy.errors import PermissionDenied, StrataError, Unauthenticated
-from strata_policy.service.status import abort
+from strata_policy.errors import PermissionDenied
 
-OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
-READ_ONLY_METHODS = frozenset({"/strata.policy.v1.PolicyService/GetCluster"})
+READ_ONLY_METHODS = frozenset(
+    {"/strata.policy.v1.PolicyService/GetCluster", "/strata.policy.v1.PolicyService/ListClusters"}
+)
+# Methods that name no cluster: any token may call them, and the answer lists only the clusters
+# its grant allows (``visible_to``), so a token never learns another tenant's cluster ids.
+LISTING_METHODS = frozenset({"/strata.policy.v1.PolicyService/ListClusters"})
 ACCESS_LEVELS = ("read-only", "read-write")
 WILDCARD = "*"
-
-Behaviour = Callable[[Any, grpc.ServicerContext], Any]
-if TYPE_CHECKING:
-    Handler = grpc.RpcMethodHandler[Any, Any]  # generic only in grpc-stubs, not at run time
 
 
 class TokenFileError(ValueError):
@@ -133,6 +135,8 @@ def bearer_token(metadata: object) -> str | None:
 
 def check_request(grant: Grant, method: str, request: object) -> None:
     """Raise ``PermissionDenied`` unless ``grant`` allows ``method`` with this ``request``."""
+    if method in LISTING_METHODS:
+        return
     cluster_id = getattr(request, "cluster_id", None)
     if not isinstance(cluster_id, str):
         if WILDCARD not in grant.clusters:
@@ -154,82 +158,11 @@ def check_request(grant: Grant, method: str, request: object) -> None:
     )
 
 
-class TokenAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]  # generic in stubs only
-    """Authenticates every call and authorizes it once its request is read."""
-
-    def __init__(self, table: TokenTable) -> None:
-        self.table = table
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> TokenAuthInterceptor:
-        """An interceptor over the grants of a token file."""
-        return cls(TokenTable.from_file(path))
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Handler | None:
-        method: str = handler_call_details.method
-        if method.startswith(OPEN_PREFIXES):
-            return continuation(handler_call_details)
-        token = bearer_token(handler_call_details.invocation_metadata)
-        if token is None:
-            return _refuse(Unauthenticated("missing 'authorization: Bearer <token>' metadata"))
-        grant = self.table.lookup(token)
-        if grant is None:
-            return _refuse(Unauthenticated("unknown bearer token"))
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
-        return _guard(handler, lambda request: check_request(grant, method, request))
-
-
-def _refuse(exc: StrataError) -> Handler:
-    """A handler that ends the call with ``exc`` without reading the request."""
-
-    def behaviour(request: object, context: grpc.ServicerContext) -> Any:
-        abort(context, exc)
-
-    return grpc.unary_unary_rpc_method_handler(behaviour)
-
-
-def _guard(handler: Handler, check: Callable[[object], None]) -> Handler:
-    """A copy of ``handler`` that runs ``check`` on every request before the servicer sees it."""
-
-    def checked(request: object, context: grpc.ServicerContext) -> None:
-        try:
-            check(request)
-        except StrataError as exc:
-            abort(context, exc)
-
-    def unary(inner: Behaviour) -> Behaviour:
-        def call(request: Any, context: grpc.ServicerContext) -> Any:
-            checked(request, context)
-            return inner(request, context)
-
-        return call
-
-    def streaming(inner: Behaviour) -> Behaviour:
-        def call(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-            def each() -> Iterator[Any]:
-                for request in requests:
-                    checked(request, context)
-                    yield request
-
-            return inner(each(), context)
-
-        return call
-
-    codecs = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.unary_unary is not None:
-        return grpc.unary_unary_rpc_method_handler(unary(handler.unary_unary), **codecs)
-    if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(unary(handler.unary_stream), **codecs)
-    if handler.stream_unary is not None:
-        return grpc.stream_unary_rpc_method_handler(streaming(handler.stream_unary), **codecs)
-    assert handler.stream_stream is not None, "a handler has exactly one behaviour"
-    return grpc.stream_stream_rpc_method_handler(streaming(handler.stream_stream), **codecs)
+def visible_to(grant: Grant, method: str, response: Any) -> Any:
+    """A listing method's answer cut down to the clusters ``grant`` allows; others unchanged."""
+    if method not in LISTING_METHODS:
+        return response
+    kept = [c for c in response.clusters if grant.allows_cluster(c.cluster_id)]
+    del response.clusters[:]
+    response.clusters.extend(kept)
+    return response

@@ -18,17 +18,37 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
+from strata.policy.v1 import types_pb2
 
 METHODS = (
     "PushSnapshot",
     "UpdateSnapshot",
     "GetCluster",
     "DeleteCluster",
+    "ListClusters",
     "Admit",
     "Place",
     "Release",
     "Reclaim",
 )
+
+POLICIES = tuple(
+    v.name.removeprefix("POLICY_") for v in types_pb2.Policy.DESCRIPTOR.values if v.number
+)
+ORDERS = tuple(v.name.removeprefix("ORDER_") for v in types_pb2.Order.DESCRIPTOR.values if v.number)
+
+
+def request_descriptor(method: str) -> Any:
+    """The request message's descriptor of ``method``, so a client can check a file against the
+    schema before sending it (``ctl.request_files``) without importing the generated code."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; one of {', '.join(METHODS)}")
+    return getattr(svc, f"{method}Request").DESCRIPTOR
+
+
+def snapshot_descriptor() -> Any:
+    """The ``Snapshot`` message's descriptor (a push file may be a bare snapshot)."""
+    return types_pb2.Snapshot.DESCRIPTOR
 
 
 @dataclass
@@ -83,10 +103,16 @@ class Client:
             raise _decode(exc) from None
         return json_format.MessageToDict(response, always_print_fields_with_no_presence=True)
 
-    def health(self, service: str = "") -> str:
-        """The health status name (SERVING, NOT_SERVING...)."""
+    def health(self, service: str = "", timeout: float | None = None) -> str:
+        """The health status name (SERVING, NOT_SERVING...); ``RpcError`` when unreachable."""
         stub = health_pb2_grpc.HealthStub(self.channel)
-        reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=self.timeout)
+        try:
+            reply = stub.Check(
+                health_pb2.HealthCheckRequest(service=service),
+                timeout=self.timeout if timeout is None else timeout,
+            )
+        except grpc.RpcError as exc:
+            raise _decode(exc) from None
         return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
 
     def close(self) -> None:

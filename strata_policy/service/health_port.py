@@ -8,13 +8,18 @@ on its own address (``0.0.0.0:8081`` in the manifests) and its own two threads: 
 behind API calls, and the port exposes nothing but SERVING / NOT_SERVING.
 
 The statuses are mirrored, not shared: the server calls ``set`` whenever it changes its own
-health (start-up done, draining, overloaded), so this module depends on nothing of the server's
-threading model.
+health (start-up done, draining), so this module depends on nothing of the server's threading
+model. Like the API port, Check says NOT_SERVING while ``busy()`` (every concurrency slot
+taken): readiness should drop a pod that cannot take work. One more name, ``liveness``, ignores
+both: it is SERVING while this listener runs, so a liveness probe restarts a process that is
+gone or wedged, never one that is merely busy or still warming up.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent import futures
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -22,17 +27,42 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 # Check is answered from a dict; a Watch stream holds a thread only while it waits, so two
 # threads keep Check answering with one Watch open, and more streams queue instead of piling up.
 THREADS = 2
+LIVENESS = "liveness"
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+class _ProbeHealth(health.HealthServicer):
+    """The standard servicer, with Check turned NOT_SERVING while ``busy()`` (not ``liveness``)."""
+
+    def __init__(self, busy: Callable[[], bool]) -> None:
+        super().__init__()
+        self.busy = busy
+
+    def Check(  # noqa: N802  # the gRPC method's name
+        self, request: health_pb2.HealthCheckRequest, context: Any
+    ) -> health_pb2.HealthCheckResponse:
+        response: health_pb2.HealthCheckResponse = super().Check(request, context)
+        if request.service != LIVENESS and response.status == SERVING and self.busy():
+            response.status = NOT_SERVING
+        return response
 
 
 class HealthPort:
     """Health, alone, on a plaintext address; ``set`` mirrors the API port's statuses."""
 
-    def __init__(self, address: str, services: tuple[str, ...] = ("",)) -> None:
+    def __init__(
+        self,
+        address: str,
+        services: tuple[str, ...] = ("",),
+        busy: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.address = address
         self.services = services
-        self.servicer = health.HealthServicer()
+        self.servicer = _ProbeHealth(busy)
         self._started = False
-        self.set(health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.set(NOT_SERVING)
+        self.servicer.set(LIVENESS, NOT_SERVING)
         self.grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="health"),
             options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 4096)],
@@ -56,6 +86,7 @@ class HealthPort:
         if not self._started:
             self.grpc.start()
             self._started = True
+            self.servicer.set(LIVENESS, SERVING)
 
     def stop(self, grace: float = 1.0) -> None:
         """NOT_SERVING to every watcher, then stop listening."""

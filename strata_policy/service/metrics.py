@@ -12,9 +12,10 @@ a test checks that every name a rule uses is exported):
 ``strata_reclaims_total{satisfiable}``              Reclaim answers, ``"true"``/``"false"``
 ``strata_reclaim_victims_total{reason}``            victims named, by ``VictimReason``
 ``strata_scope_usage_<unit>{cluster,scope,resource}``  usage of the scope's subtree
-``strata_scope_guarantee_<unit>{...}``              guarantee
+``strata_scope_guarantee_<unit>{...}``              guarantee as set
+``strata_scope_effective_guarantee_<unit>{...}``    ``G``: as set, else the children's sum
 ``strata_scope_limit_<unit>{...}``                  limit (absent = unlimited: no series)
-``strata_scope_borrowed_<unit>{...}``               usage above every guarantee on the path
+``strata_scope_borrowed_<unit>{...}``               usage above the effective guarantee
 ``strata_scope_at_limit{cluster,scope,resource}``   1 when usage ≥ limit, else 0
 ``strata_cluster_capacity_<unit>{cluster,resource}``  schedulable capacity; also ``_allocated``
 ``strata_cluster_generation{cluster}``              generation; also ``_nodes``, ``_workloads``
@@ -81,9 +82,10 @@ BASE_UNITS: dict[str, tuple[str, float]] = {
 }
 SCOPE_GAUGES = (
     ("usage", "Usage of the scope's subtree"),
-    ("guarantee", "The scope's guarantee"),
+    ("guarantee", "The scope's guarantee as set"),
+    ("effective_guarantee", "The guarantee the rules use: as set, else the children's sum"),
     ("limit", "The scope's limit (no series = unlimited)"),
-    ("borrowed", "Usage above every guarantee on the scope's path"),
+    ("borrowed", "Usage above the scope's effective guarantee"),
 )
 CLUSTER_GAUGES = (
     ("capacity", "Schedulable capacity of the cluster's nodes"),

@@ -107,8 +107,8 @@ _middles_lock = threading.Lock()
 
 @dataclass(frozen=True, slots=True)
 class EncodedResponse:
-    """A response already serialized (``data``), with its ``generation`` for the interceptors
-    that read it from any response (the log line)."""
+    """A response already serialized (``data``), with its ``generation`` for the call gate,
+    which reads it from any response (the log line)."""
 
     generation: int
     data: bytes

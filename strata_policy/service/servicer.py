@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 import structlog
@@ -34,6 +34,7 @@ log = structlog.get_logger("strata.service")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 Handler = Callable[["PolicyServicer", Req, grpc.ServicerContext], Resp]
+SERVICE = svc.DESCRIPTOR.services_by_name["PolicyService"]
 
 
 def _errors_to_status(fn: Handler[Req, Resp]) -> Handler[Req, Resp]:
@@ -114,6 +115,24 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             request_id=request.request_id,
         )
         return svc.DeleteClusterResponse(generation=generation)
+
+    @_errors_to_status
+    def ListClusters(
+        self, request: svc.ListClustersRequest, context: grpc.ServicerContext
+    ) -> svc.ListClustersResponse:
+        """Every cluster by id; with tokens, ``auth`` keeps only those the caller may read."""
+        return svc.ListClustersResponse(
+            clusters=[
+                svc.ClusterSummary(
+                    cluster_id=cluster_id,
+                    generation=info.generation,
+                    node_count=info.node_count,
+                    scope_count=info.scope_count,
+                    workload_count=info.workload_count,
+                )
+                for cluster_id, info in sorted(self.engine.clusters(), key=lambda item: item[0])
+            ]
+        )
 
     @_errors_to_status
     def Admit(self, request: svc.AdmitRequest, context: grpc.ServicerContext) -> svc.AdmitResponse:
@@ -217,13 +236,14 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
         )
 
 
-def add_to_server(servicer: PolicyServicer, server: grpc.Server) -> None:
-    """Register ``servicer`` as the generated ``add_PolicyServiceServicer_to_server`` does,
-    except for Place, whose handler reads the request's bytes itself (``wire.decode_place``),
-    and Place and Admit answer bytes (``results.columnar_bytes``, ``results.response_bytes``);
-    clients see the same messages and errors."""
+def method_handlers(servicer: PolicyServicer) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+    """Each method's handler, as the generated ``add_PolicyServiceServicer_to_server`` builds
+    them, except for Place, whose handler reads the request's bytes itself
+    (``wire.decode_place``), and Place and Admit answer bytes (``results.columnar_bytes``,
+    ``results.response_bytes``); clients see the same messages and errors. The server serves
+    them through ``calls.CallGate``."""
     handlers = {}
-    for method in svc.DESCRIPTOR.services_by_name["PolicyService"].methods:
+    for method in SERVICE.methods:
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
             getattr(servicer, method.name),
             request_deserializer=GetMessageClass(method.input_type).FromString,
@@ -237,6 +257,4 @@ def add_to_server(servicer: PolicyServicer, server: grpc.Server) -> None:
         request_deserializer=svc.AdmitRequest.FromString,
         response_serializer=encoded_data,
     )
-    name = svc.DESCRIPTOR.services_by_name["PolicyService"].full_name
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
-    server.add_registered_method_handlers(name, handlers)  # type: ignore[attr-defined]  # grpc-stubs lag
+    return handlers

@@ -3,15 +3,27 @@
 ``--tls-cert``/``--tls-key`` turn TLS on; ``--tls-client-ca`` additionally makes the server
 demand a client certificate signed by that CA (``require_client_auth=True``), so only holders of
 such a certificate can even open a connection. Bearer tokens (``service.auth``) then decide what
-an authenticated caller may do. Files are PEM; a missing or empty file is a start-up error that
-names the flag, never a server quietly running in plaintext.
+an authenticated caller may do. Files are PEM; a missing or empty file, or a client CA without
+the server's certificate and key, is a start-up error that names the flag, never a server
+quietly running in plaintext.
+
+The files are watched: on every new connection the server compares their size, inode and
+modification time with what it loaded (three ``stat`` calls) and, when one changed, reads them
+again, so a renewed certificate (cert-manager rewrites the Secret's files) is served without a
+restart. Connections already open keep the certificate they were made with. Files that cannot
+be used at that moment (half written, a key that is not PEM yet) are logged and the last good
+certificate stays in use; the next connection tries again.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import grpc
+import structlog
+
+log = structlog.get_logger("strata.tls")
 
 
 class TlsConfigError(ValueError):
@@ -32,15 +44,66 @@ def read_pem(path: str | Path, what: str) -> bytes:
 def server_credentials(
     cert_path: str | Path, key_path: str | Path, client_ca_path: str | Path | None = None
 ) -> grpc.ServerCredentials:
-    """Server TLS credentials; with ``client_ca_path``, clients must present a cert it signed."""
-    if not cert_path or not key_path:
-        raise TlsConfigError("--tls-cert and --tls-key must be given together")
-    cert = read_pem(cert_path, "--tls-cert")
-    key = read_pem(key_path, "--tls-key")
-    client_ca = read_pem(client_ca_path, "--tls-client-ca") if client_ca_path else None
-    return grpc.ssl_server_credentials(
-        [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
+    """Server TLS credentials that follow changes to the files; with ``client_ca_path``, clients
+    must present a certificate it signed."""
+    files = CertificateFiles(cert_path, key_path, client_ca_path)
+    return grpc.dynamic_ssl_server_credentials(
+        files.configuration,
+        files.fetch,  # type: ignore[arg-type]  # grpc-stubs omit the None that keeps the current
+        require_client_authentication=client_ca_path is not None and client_ca_path != "",
     )
+
+
+class CertificateFiles:
+    """The server's PEM files and the configuration last read from them."""
+
+    def __init__(
+        self, cert_path: str | Path, key_path: str | Path, client_ca_path: str | Path | None
+    ) -> None:
+        if not cert_path or not key_path:
+            raise TlsConfigError(
+                "--tls-cert and --tls-key must be given together (and --tls-client-ca needs both)"
+            )
+        self.paths = [(Path(cert_path), "--tls-cert"), (Path(key_path), "--tls-key")]
+        if client_ca_path:
+            self.paths.append((Path(client_ca_path), "--tls-client-ca"))
+        self.stamp = self._stamp()
+        self.configuration = self._read()
+
+    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        """gRPC's fetcher, called for each new connection: a new configuration when the files
+        changed and can be read, else ``None`` (keep the current one)."""
+        try:
+            stamp = self._stamp()
+        except TlsConfigError as exc:
+            log.warning("tls files unreadable; keeping the loaded certificate", error=str(exc))
+            return None
+        if stamp == self.stamp:
+            return None
+        try:
+            configuration = self._read()
+        except TlsConfigError as exc:
+            log.warning("tls files changed but unusable; keeping the loaded one", error=str(exc))
+            return None
+        self.stamp, self.configuration = stamp, configuration
+        log.info("tls certificate reloaded", cert=str(self.paths[0][0]))
+        return configuration
+
+    def _stamp(self) -> tuple[tuple[int, int, int], ...]:
+        stamps = []
+        for path, what in self.paths:
+            try:
+                st = os.stat(path)
+            except OSError as exc:
+                raise TlsConfigError(f"{what}: cannot read {str(path)!r}: {exc.strerror}") from exc
+            stamps.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(stamps)
+
+    def _read(self) -> grpc.ServerCertificateConfiguration:
+        pems = [read_pem(path, what) for path, what in self.paths]
+        return grpc.ssl_server_certificate_configuration(
+            [(pems[1], pems[0])], root_certificates=pems[2] if len(pems) > 2 else None
+        )
 
 
 def channel_credentials(

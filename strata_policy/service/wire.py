@@ -68,7 +68,7 @@ _heads: dict[bytes, Fields] = {}  # the same for the heads of stamped tails, les
 class DecodedPlace:
     """A Place request as its handler gets it: the message without its workloads (``message``)
     and the workloads as values. ``cluster_id``, ``request_id`` and ``dry_run`` are the
-    message's, for the interceptors that read them from any request (logging, auth)."""
+    message's, for the call gate, which reads them from any request (logging, auth)."""
 
     message: svc.PlaceRequest
     workloads: TaggedWorkloads

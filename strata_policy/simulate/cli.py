@@ -29,15 +29,20 @@ from strata_policy.simulate.report import (
     write_csv2,
 )
 from strata_policy.simulate.sweep import Replay, ReplayJob, executor_for, run_sweep
+from strata_policy.simulate.variants import PAPER_VARIANTS, parse_variant
 
 EPILOG = """examples:
   strata-policy simulate data/openb --seeds 42-51 --jobs 2 --plot alloc.png
   strata-policy simulate data/openb --policies RANDOM,FRAGMENTATION_AWARE --seeds 42
   strata-policy simulate cluster.json --protocol 2 --scopes scopes.json --csv timeline.csv
   strata-policy simulate data/openb --dask tcp://scheduler:8786 --seeds 42-51
+  strata-policy simulate data/openb --variant gpuspec10,gpuspec33 --seeds 42-51 --jobs 2
 policies: any of FIRST_FIT BEST_FIT LEAST_ALLOCATED MOST_ALLOCATED BALANCED_ALLOCATION
   DOT_PRODUCT FRAGMENTATION_AWARE RANDOM, plus BEST_FIT:paper and FRAGMENTATION_AWARE:paper
-  (the FGD paper's formulas); see docs/simulation.md."""
+  (the FGD paper's formulas); see docs/simulation.md.
+variants: gpuspec<p> gpushare<p> multigpu<p> nongpu<p> (the FGD paper's trace families,
+  e.g. gpuspec33 = GPU pods naming a GPU model hold 33 % of the GPU requests); "paper" = all
+  sixteen the paper publishes."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]  # argparse's private generic
@@ -79,6 +84,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--scopes", type=Path, default=None, help="protocol 2: a JSON scope file")
     p.add_argument("--head", type=int, default=0, help="replay only the first N workloads")
+    p.add_argument(
+        "--variant",
+        default="",
+        help="comma-separated trace variants to build from each trace (e.g. gpuspec33), "
+        "'default' for the trace itself, 'paper' for the paper's sixteen",
+    )
+    p.add_argument(
+        "--variant-seed", type=int, default=0, help="seed of the variants' draws (default 0)"
+    )
     p.add_argument("--jobs", type=int, default=1, help="local worker processes")
     p.add_argument(
         "--dask",
@@ -114,10 +128,25 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(seeds))
 
 
+def parse_variants(text: str) -> tuple[str, ...]:
+    """``gpuspec10,default`` into variant names (``""`` = the trace itself), order kept;
+    ``paper`` expands to the paper's sixteen; an unknown name raises."""
+    names: list[str] = []
+    for part in filter(None, (p.strip().lower() for p in text.split(","))):
+        if part == "default":
+            names.append("")
+        elif part == "paper":
+            names.extend(PAPER_VARIANTS)
+        else:
+            names.append(parse_variant(part).name)
+    return tuple(dict.fromkeys(names)) or ("",)
+
+
 def build_jobs(args: argparse.Namespace) -> list[ReplayJob]:
-    """Every (trace, policy, seed) replay the arguments ask for, in table order."""
+    """Every (trace, variant, policy, seed) replay the arguments ask for, in table order."""
     policies = parse_policies(args.policies)
     seeds = parse_seeds(args.seeds)
+    variants = parse_variants(args.variant)
     for trace in args.traces:
         if not trace.exists():
             raise InvalidArgument.one("traces", f"no such file or folder: {trace}")
@@ -131,8 +160,11 @@ def build_jobs(args: argparse.Namespace) -> list[ReplayJob]:
             scopes_path=str(args.scopes.resolve()) if args.scopes else "",
             tune=args.tune,
             head=args.head,
+            variant=variant,
+            variant_seed=args.variant_seed,
         )
         for trace in args.traces
+        for variant in variants
         for policy in policies
         for seed in seeds
     ]

@@ -23,13 +23,15 @@ from strata_policy.simulate.progress import Progress
 from strata_policy.simulate.protocol1 import Replay1Result, replay1
 from strata_policy.simulate.protocol2 import Replay2Result, replay2
 from strata_policy.simulate.trace import Trace, load_scopes, load_trace
+from strata_policy.simulate.variants import build_variant
 
 Replay = Replay1Result | Replay2Result
 
 
 @dataclass(frozen=True, slots=True)
 class ReplayJob:
-    """One replay: which trace (by path), policy, seed and protocol; ``head`` 0 = every pod."""
+    """One replay: which trace (by path, then ``variant`` of it), policy, seed and protocol;
+    ``head`` 0 = every pod."""
 
     trace_path: str
     policy: PolicySpec
@@ -39,11 +41,17 @@ class ReplayJob:
     scopes_path: str = ""
     tune: float = DEFAULT_TUNE
     head: int = 0
+    variant: str = ""  # a trace variant (``simulate/variants.py``); "" = the trace as it is
+    variant_seed: int = 0
 
 
 @functools.lru_cache(maxsize=8)
-def _load(trace_path: str, node_csv: str, scopes_path: str, head: int) -> Trace:
+def _load(
+    trace_path: str, node_csv: str, scopes_path: str, head: int, variant: str, variant_seed: int
+) -> Trace:
     trace = load_trace(Path(trace_path), Path(node_csv) if node_csv else None)
+    if variant:
+        trace = build_variant(trace, variant, variant_seed)
     if scopes_path:
         trace = trace.with_scopes(load_scopes(Path(scopes_path)))
     return trace.head(head) if head else trace
@@ -51,7 +59,9 @@ def _load(trace_path: str, node_csv: str, scopes_path: str, head: int) -> Trace:
 
 def run_job(job: ReplayJob) -> Replay:
     """Run one replay where this function is called (a worker process or this one)."""
-    trace = _load(job.trace_path, job.node_csv, job.scopes_path, job.head)
+    trace = _load(
+        job.trace_path, job.node_csv, job.scopes_path, job.head, job.variant, job.variant_seed
+    )
     if job.protocol == 2:
         return replay2(trace, job.policy, job.seed)
     return replay1(trace, job.policy, job.seed, tune=job.tune)

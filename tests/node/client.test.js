@@ -49,6 +49,15 @@ before(async () => {
   await new Promise((resolve, reject) => {
     client.waitForReady(Date.now() + 60000, (err) => (err ? reject(err) : resolve()));
   });
+  // The port opens before the kernels are warm; until then calls are UNAVAILABLE (retry).
+  const deadline = Date.now() + 120000;
+  for (;;) {
+    const code = await new Promise((resolve) => {
+      client.GetCluster({ clusterId: 'warm-up-probe' }, (err) => resolve(err ? err.code : 0));
+    });
+    if (code !== grpc.status.UNAVAILABLE || Date.now() > deadline) break;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
 });
 
 after(() => {
