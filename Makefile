@@ -3,27 +3,35 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 BUF := node_modules/.bin/buf
+RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 PROTOS := $(wildcard protos/strata/policy/v1/*.proto)
 
 .DEFAULT_GOAL := help
-.PHONY: help serve test lint typecheck protos bench fmt node clean e2e-kube
+.PHONY: help serve test lint typecheck protos bench fmt lock node clean e2e-kube
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml requirements.lock
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.lock
-	$(PY) -m pip install --quiet --no-deps -e .
+# Runtime only (make serve): the hashed runtime lock, then the project itself, built with the
+# lock's setuptools (no build isolation: nothing is fetched that the lock does not pin).
+$(RUNTIME): pyproject.toml requirements.lock
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) --require-hashes -r requirements.lock
+	$(PIP) --no-deps --no-build-isolation -e .
+	touch $(RUNTIME)
+
+# Everything (make test and the other targets): both hashed locks in one resolution.
+$(STAMP): $(RUNTIME) requirements-dev.lock
+	$(PIP) --require-hashes -r requirements.lock -r requirements-dev.lock
 	touch $(STAMP)
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch node_modules/.installed
 
-serve: $(STAMP) ## Start the server with its embedded defaults (127.0.0.1:50051, in memory)
+serve: $(RUNTIME) ## Start the server with its embedded defaults (127.0.0.1:50051, in memory)
 	$(VENV)/bin/strata-policy serve
 
 test: $(STAMP) node_modules/.installed ## Lint, type-check and run every test (Python and Node.js)
@@ -55,6 +63,9 @@ fmt: $(STAMP) ## Format Python and protos
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 	$(BUF) format -w
+
+lock: $(STAMP) ## Regenerate requirements.lock and requirements-dev.lock (hashed) from pyproject.toml
+	$(PY) scripts/lock.py
 
 clean: ## Remove the virtual environment and node_modules
 	rm -rf $(VENV) node_modules

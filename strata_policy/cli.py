@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
 import click
 import structlog
@@ -31,14 +31,30 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(f"STRATA_{name.upper()}", default)
 
 
-def configure_logging(level: str, fmt: str) -> None:
-    """structlog: one JSON object per line (``json``) or coloured key=value (``console``)."""
+LOG_FORMATS = ("auto", "json", "console")
+
+
+def log_renderer(fmt: str, stream: TextIO) -> str:
+    """The renderer ``--log-format fmt`` means on ``stream``: ``auto`` is ``console`` on a
+    terminal (a person reading) and ``json`` otherwise (a container, a pipe, a log shipper)."""
+    if fmt not in LOG_FORMATS:
+        raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}, got {fmt!r}")
+    if fmt != "auto":
+        return fmt
+    isatty = getattr(stream, "isatty", None)
+    return "console" if callable(isatty) and isatty() else "json"
+
+
+def configure_logging(level: str, fmt: str, stream: TextIO | None = None) -> None:
+    """structlog to ``stream`` (stderr): one JSON object per line (``json``), coloured
+    key=value lines (``console``), or ``auto``: console on a terminal, JSON otherwise."""
     import logging  # noqa: PLC0415  # only the server configures logging
 
+    out = sys.stderr if stream is None else stream
     renderer: Any = (
         structlog.processors.JSONRenderer()
-        if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        if log_renderer(fmt, out) == "json"
+        else structlog.dev.ConsoleRenderer(colors=bool(out.isatty()))
     )
     structlog.configure(
         processors=[
@@ -52,7 +68,7 @@ def configure_logging(level: str, fmt: str) -> None:
             getattr(logging, level.upper(), logging.INFO)
         ),
         # WriteLogger: one write and flush per line, about half PrintLogger's cost per RPC.
-        logger_factory=structlog.WriteLoggerFactory(sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(out),
         cache_logger_on_first_use=True,
     )
 
@@ -74,7 +90,12 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=int(_env("max_concurrent_rpcs", str(d.max_concurrent_rpcs))),
     )
     p.add_argument("--log-level", default=_env("log_level", "info"))
-    p.add_argument("--log-format", choices=("json", "console"), default=_env("log_format", "json"))
+    p.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=_env("log_format", "auto"),
+        help="auto: console on a terminal, JSON otherwise",
+    )
     p.add_argument("--drain-seconds", type=float, default=float(_env("drain_seconds", "0")))
     p.add_argument("--tls-cert", default=_env("tls_cert", ""))
     p.add_argument("--tls-key", default=_env("tls_key", ""))
@@ -88,6 +109,17 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="write a whole snapshot after this many changes to a cluster",
     )
     p.add_argument("--metrics-address", default=_env("metrics_address", ""), help="host:port")
+    p.add_argument(
+        "--metrics-auth",
+        choices=("auto", "token", "none"),
+        default=_env("metrics_auth", d.metrics_auth),
+        help="/metrics needs a token-file token granted '*' (auto: when --token-file is set)",
+    )
+    p.add_argument(
+        "--health-address",
+        default=_env("health_address", d.health_address),
+        help="host:port of a plaintext health-only gRPC listener for probes",
+    )
     for name in (
         "max_clusters",
         "max_nodes",
@@ -121,6 +153,8 @@ def _run_serve(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         checkpoint_every=args.checkpoint_every,
         metrics_address=args.metrics_address,
+        metrics_auth=args.metrics_auth,
+        health_address=args.health_address,
         limits=Limits(
             max_clusters=args.max_clusters,
             max_nodes=args.max_nodes,

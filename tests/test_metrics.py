@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import urllib.request
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from strata_policy.model import (
     ClusterInfo,
     Decision,
     Reason,
+    ReasonCode,
     ReclaimResult,
     ScopeStatus,
     Victim,
@@ -80,12 +82,13 @@ def test_scope_and_cluster_gauges_follow_the_source() -> None:
     m = Metrics()
     state = {"prod": info(status("org", {"cpu": 4000}, {"cpu": 8000}, {"cpu": 2000}))}
     m.set_cluster_source(lambda: list(state.items()))
-    assert value(m, "strata_scope_usage", cluster="prod", scope="org", resource="cpu") == 4000
-    assert value(m, "strata_scope_guarantee", cluster="prod", scope="org", resource="cpu") == 2000
-    assert value(m, "strata_scope_limit", cluster="prod", scope="org", resource="cpu") == 8000
+    labels = {"cluster": "prod", "scope": "org", "resource": "cpu"}
+    assert value(m, "strata_scope_usage_cores", **labels) == 4
+    assert value(m, "strata_scope_guarantee_cores", **labels) == 2
+    assert value(m, "strata_scope_limit_cores", **labels) == 8
     assert value(m, "strata_cluster_generation", cluster="prod") == 7
     state["prod"] = info(status("org", {"cpu": 8000}, {"cpu": 8000}), generation=9)
-    assert value(m, "strata_scope_usage", cluster="prod", scope="org", resource="cpu") == 8000
+    assert value(m, "strata_scope_usage_cores", **labels) == 8
     assert value(m, "strata_cluster_generation", cluster="prod") == 9
     state.clear()
     assert value(m, "strata_cluster_generation", cluster="prod") is None
@@ -102,7 +105,87 @@ def test_a_failing_source_does_not_break_the_scrape() -> None:
     m.observe_rpc("Admit", "OK", 0.001)
     text = generate_latest(m.registry).decode()
     assert "strata_rpcs_total" in text
-    assert "strata_scope_usage{" not in text
+    assert "strata_scope_usage" not in text
+
+
+@pytest.mark.parametrize(
+    ("resource", "amount", "family", "expected"),
+    [
+        pytest.param("cpu", 2500, "strata_scope_usage_cores", 2.5, id="millicores → cores"),
+        pytest.param("gpu", 250, "strata_scope_usage_gpus", 0.25, id="milli-GPUs → GPUs"),
+        pytest.param("gpu", 8000, "strata_scope_usage_gpus", 8.0, id="whole GPUs"),
+        pytest.param("memory", 3 * 2**30, "strata_scope_usage_bytes", 3 * 2**30, id="bytes"),
+        pytest.param("licenses", 7, "strata_scope_usage", 7.0, id="other: no unit suffix"),
+    ],
+)
+def test_scope_gauges_are_in_base_units(
+    resource: str, amount: int, family: str, expected: float
+) -> None:
+    """Each resource's gauge is in its Prometheus base unit, named by the family's suffix."""
+    m = Metrics()
+    m.set_cluster_source(lambda: [("prod", info(status("a", {resource: amount})))])
+    assert value(m, family, cluster="prod", scope="a", resource=resource) == expected
+    others = {"strata_scope_usage", "strata_scope_usage_cores", "strata_scope_usage_gpus",
+              "strata_scope_usage_bytes"} - {family}  # fmt: skip
+    for name in others:
+        assert value(m, name, cluster="prod", scope="a", resource=resource) is None
+
+
+def test_cluster_capacity_and_allocation_in_base_units() -> None:
+    """The cluster's capacity and allocation are exported per resource in base units."""
+    m = Metrics()
+    cluster = dataclasses.replace(
+        info(status("a", {})), capacity={"gpu": 16000, "cpu": 128000}, allocated={"gpu": 1500}
+    )
+    m.set_cluster_source(lambda: [("prod", cluster)])
+    assert value(m, "strata_cluster_capacity_gpus", cluster="prod", resource="gpu") == 16
+    assert value(m, "strata_cluster_capacity_cores", cluster="prod", resource="cpu") == 128
+    assert value(m, "strata_cluster_allocated_gpus", cluster="prod", resource="gpu") == 1.5
+
+
+def test_every_known_error_counter_starts_at_zero() -> None:
+    """Before any call, every labelled counter with known label values is exported at 0."""
+    m = Metrics()
+    for method in ("PushSnapshot", "Admit", "Place", "Release", "Reclaim", "GetCluster"):
+        for code in ("OK", "INTERNAL", "UNKNOWN", "UNAVAILABLE", "RESOURCE_EXHAUSTED"):
+            assert value(m, "strata_rpcs_total", method=method, code=code) == 0, (method, code)
+        assert value(m, "strata_rpc_duration_seconds_count", method=method) == 0
+    assert value(m, "strata_reclaims_total", satisfiable="false") == 0
+    assert value(m, "strata_reclaims_total", satisfiable="true") == 0
+    for reason in VictimReason:
+        assert value(m, "strata_reclaim_victims_total", reason=reason.value) == 0
+    for method in ("Admit", "Place"):
+        for reason in ReasonCode:
+            got = value(m, "strata_decisions_total", method=method, outcome="DENIED", reason=reason)
+            assert got == 0, (method, reason)
+        assert value(m, "strata_decisions_total", method=method, outcome="ADMITTED", reason="") == 0
+
+
+def test_counters_at_zero_still_count() -> None:
+    """A counter created at 0 counts from 0: the first error reads 1, not 2 and not absent."""
+    m = Metrics()
+    m.observe_rpc("Admit", "INTERNAL", 0.01)
+    m.observe_results(
+        "Place", [WorkloadResult("w", Decision.DENIED, reasons=(Reason("NO_HEADROOM", "x"),))]
+    )
+    assert value(m, "strata_rpcs_total", method="Admit", code="INTERNAL") == 1
+    got = value(m, "strata_decisions_total", method="Place", outcome="DENIED", reason="NO_HEADROOM")
+    assert got == 1
+
+
+def test_methods_come_from_the_service() -> None:
+    """The zero series cover exactly the methods named (the server passes PolicyService's)."""
+    m = Metrics(methods=("Admit",))
+    assert value(m, "strata_rpcs_total", method="Admit", code="INTERNAL") == 0
+    assert value(m, "strata_rpcs_total", method="Place", code="INTERNAL") is None
+
+
+def test_process_start_time_is_exported() -> None:
+    """process_start_time_seconds (the restart alert's input) is in the server's registry."""
+    m = Metrics()
+    started = value(m, "process_start_time_seconds")
+    assert started is not None
+    assert started > 0
 
 
 def test_rpc_counter_and_latency() -> None:
@@ -183,7 +266,8 @@ def test_registries_are_separate() -> None:
     """Two Metrics objects (two servers in one process) never share a series."""
     a, b = Metrics(), Metrics()
     a.observe_rpc("Admit", "OK", 0.1)
-    assert value(b, "strata_rpcs_total", method="Admit", code="OK") is None
+    assert value(a, "strata_rpcs_total", method="Admit", code="OK") == 1
+    assert value(b, "strata_rpcs_total", method="Admit", code="OK") == 0
 
 
 @pytest.mark.parametrize(
@@ -211,8 +295,7 @@ def test_http_endpoint_serves_the_registry() -> None:
     m.observe_rpc("GetCluster", "OK", 0.01)
     m.start_http("127.0.0.1:0")
     try:
-        assert m._http is not None
-        port = m._http[0].server_port
+        port = m.port
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
             body = reply.read().decode()
     finally:
@@ -222,7 +305,9 @@ def test_http_endpoint_serves_the_registry() -> None:
 
 # --- the alert rules use only what is exported ------------------------------------------------
 
-SERIES = re.compile(r"\b(strata_[a-z_]+)\s*(\{[^}]*\})?")
+SERIES = re.compile(r"\b((?:strata|process)_[a-z_]+)\s*(\{[^}]*\})?")
+# Labels Prometheus adds to every scraped series (not the server's to export).
+TARGET_LABELS = {"job", "instance"}
 MATCHER = re.compile(r"(\w+)\s*(?:=~|!~|!=|=)")
 
 
@@ -251,7 +336,8 @@ def busy_metrics() -> Metrics:
     """Metrics after one of everything, so every series has at least one sample."""
     m = Metrics()
     one = {"gpu": 1}
-    m.set_cluster_source(lambda: [("prod", info(status("a", one, one, one, one)))])
+    every = {"gpu": 1000, "cpu": 1000, "memory": 1}
+    m.set_cluster_source(lambda: [("prod", info(status("a", every, one, every, every)))])
     m.observe_rpc("Admit", "OK", 0.001)
     m.observe_results("Admit", [WorkloadResult("w", Decision.ADMITTED)])
     m.observe_reclaim(ReclaimResult(1, True, (Victim("v", "a", VictimReason.LOWER_PRIORITY, {}),)))
@@ -263,6 +349,14 @@ def test_alert_names_are_the_required_ones() -> None:
     uses = alert_series()
     assert ("CapacityAtLimit", "strata_scope_at_limit") in {(a, n) for a, n, _ in uses}
     assert any(a == "ReclaimKeepsFailing" and n == "strata_reclaims_total" for a, n, _ in uses)
+    assert ("StrataRestarting", "process_start_time_seconds") in {(a, n) for a, n, _ in uses}
+    rules = {
+        r["alert"]: r["expr"]
+        for g in yaml.safe_load(ALERTS.read_text())["groups"]
+        for r in g["rules"]
+    }
+    assert rules["StrataTargetDown"] == 'up{job="strata-policy"} == 0'
+    assert rules["StrataTargetAbsent"] == 'absent(up{job="strata-policy"})'
 
 
 @pytest.mark.parametrize(
@@ -273,7 +367,8 @@ def test_every_alert_series_is_exported(alert: str, name: str, labels: set[str])
     """Every series an alert rule reads is exported, with the labels the rule matches on."""
     series = exported(busy_metrics())
     assert name in series, f"{alert} uses {name}, which the server does not export"
-    assert labels <= series[name], f"{alert} matches labels {labels - series[name]} not exported"
+    missing = labels - series[name] - TARGET_LABELS
+    assert not missing, f"{alert} matches labels {missing} not exported"
 
 
 def test_counts_collector_exposes_what_a_labelled_counter_does() -> None:

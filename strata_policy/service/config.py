@@ -24,4 +24,6 @@ class ServerConfig:
     state_dir: str = ""
     checkpoint_every: int = 1000
     metrics_address: str = ""
+    metrics_auth: str = "auto"  # auto | token | none (service/metrics_http.py)
+    health_address: str = ""  # plaintext health-only listener (service/health_port.py)
     limits: Limits = field(default_factory=Limits)

@@ -5,20 +5,31 @@ default), so several servers in one process (tests, embedders) do not collide an
 exactly this server. Exported series (``deploy/prometheus/alerts.yaml`` relies on these names;
 a test checks that every name a rule uses is exported):
 
-==========================================  =========================================
-``strata_rpcs_total{method,code}``           finished RPCs by gRPC status code
-``strata_rpc_duration_seconds{method}``      latency histogram
-``strata_decisions_total{method,outcome,reason}``  per-workload outcomes (first reason code)
-``strata_reclaims_total{satisfiable}``       Reclaim answers, ``"true"``/``"false"``
-``strata_reclaim_victims_total{reason}``     victims named, by ``VictimReason``
-``strata_scope_usage{cluster,scope,resource}``       usage of the scope's subtree
-``strata_scope_guarantee{cluster,scope,resource}``   guarantee as set
-``strata_scope_effective_guarantee{...}``            ``G``: as set, else the children's sum
-``strata_scope_limit{cluster,scope,resource}``       limit (absent = unlimited: no series)
-``strata_scope_borrowed{cluster,scope,resource}``    usage above the effective guarantee
-``strata_scope_at_limit{cluster,scope,resource}``    1 when usage ≥ limit, else 0
-``strata_cluster_generation{cluster}``       generation; also ``_nodes``, ``_workloads``
-==========================================  =========================================
+=================================================  ================================================
+``strata_rpcs_total{method,code}``                  finished RPCs by gRPC status code
+``strata_rpc_duration_seconds{method}``             latency histogram
+``strata_decisions_total{method,outcome,reason}``   per-workload outcomes (first reason code)
+``strata_reclaims_total{satisfiable}``              Reclaim answers, ``"true"``/``"false"``
+``strata_reclaim_victims_total{reason}``            victims named, by ``VictimReason``
+``strata_scope_usage_<unit>{cluster,scope,resource}``  usage of the scope's subtree
+``strata_scope_guarantee_<unit>{...}``              guarantee as set
+``strata_scope_effective_guarantee_<unit>{...}``    ``G``: as set, else the children's sum
+``strata_scope_limit_<unit>{...}``                  limit (absent = unlimited: no series)
+``strata_scope_borrowed_<unit>{...}``               usage above the effective guarantee
+``strata_scope_at_limit{cluster,scope,resource}``   1 when usage ≥ limit, else 0
+``strata_cluster_capacity_<unit>{cluster,resource}``  schedulable capacity; also ``_allocated``
+``strata_cluster_generation{cluster}``              generation; also ``_nodes``, ``_workloads``
+``process_*``                                       the server process (start time, memory, CPU)
+=================================================  ================================================
+
+Units are Prometheus base units named by the family's suffix: ``_cores`` (the engine's
+millicores ÷ 1000), ``_bytes`` (memory), ``_gpus`` (milli-GPUs ÷ 1000); a resource without a
+known unit keeps the bare name (``strata_scope_usage{resource="licenses"}``).
+
+Every labelled counter whose label values are known up front starts at 0 (each PolicyService
+method × every status code; Admit/Place outcomes × reason codes; both reclaim answers; every
+victim reason): ``increase()`` and the alerts built on it then see the first error too, where a
+series born at its first increment would hide it.
 
 Per-scope gauges are not kept up to date on every change: a custom collector asks the engine for
 ``(cluster_id, ClusterInfo)`` pairs when Prometheus scrapes, so the hot path pays nothing and a
@@ -31,15 +42,30 @@ import collections
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
-from wsgiref.simple_server import WSGIServer
+from typing import TYPE_CHECKING, Any
 
+import grpc
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from strata_policy.model import ClusterInfo, Decision, ReclaimResult, WorkloadResult
+from strata_policy.model import (
+    ClusterInfo,
+    Decision,
+    ReasonCode,
+    ReclaimResult,
+    VictimReason,
+    WorkloadResult,
+)
+from strata_policy.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU
+from strata_policy.service.metrics_http import MetricsListener, split_address
+
+if TYPE_CHECKING:
+    from strata_policy.service.auth import TokenTable
+    from strata_policy.service.config import ServerConfig
+
+__all__ = ["CountsCollector", "Metrics", "ScopeCollector", "base_unit", "split_address"]
 
 log = structlog.get_logger("strata.metrics")
 
@@ -49,14 +75,43 @@ LATENCY_BUCKETS = (
     5.0, 10.0, 30.0,
 )  # fmt: skip
 SCOPE_LABELS = ("cluster", "scope", "resource")
+BASE_UNITS: dict[str, tuple[str, float]] = {
+    CPU: ("cores", 1000.0),
+    MEMORY: ("bytes", 1.0),
+    GPU: ("gpus", float(MILLI_PER_GPU)),
+}
+SCOPE_GAUGES = (
+    ("usage", "Usage of the scope's subtree"),
+    ("guarantee", "The scope's guarantee as set"),
+    ("effective_guarantee", "The guarantee the rules use: as set, else the children's sum"),
+    ("limit", "The scope's limit (no series = unlimited)"),
+    ("borrowed", "Usage above the scope's effective guarantee"),
+)
+CLUSTER_GAUGES = (
+    ("capacity", "Schedulable capacity of the cluster's nodes"),
+    ("allocated", "Capacity held by the cluster's placed workloads"),
+)
+# Outcomes that come with a reason code; the others (ADMITTED, PLACED) never carry one.
+REFUSALS = (Decision.DENIED, Decision.UNPLACED, Decision.NEEDS_RECLAIM)
+DECIDING_METHODS = ("Admit", "Place")
 
 
-def split_address(address: str) -> tuple[str, int]:
-    """``host:port``, ``:port`` or ``[v6]:port`` → (host, port); an empty host means all."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"metrics address must be host:port, got {address!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
+def policy_methods() -> tuple[str, ...]:
+    """The PolicyService method names, as the interceptors label them (``"Admit"``)."""
+    from strata.policy.v1 import policy_service_pb2 as svc  # noqa: PLC0415  # generated code
+
+    service = svc.DESCRIPTOR.services_by_name["PolicyService"]
+    return tuple(m.name for m in service.methods)
+
+
+def base_unit(resource: str) -> tuple[str, float]:
+    """(family suffix, divisor) that turn a resource's engine amount into its Prometheus base unit.
+
+    The engine counts CPU in millicores and GPUs in milli-GPUs (integers, exact); Prometheus
+    wants base units named by a suffix: ``_cores``, ``_bytes``, ``_gpus``. Any other resource is
+    a plain count with no unit, so its family has no suffix.
+    """
+    return BASE_UNITS.get(resource, ("", 1.0))
 
 
 class ScopeCollector(Collector):
@@ -70,22 +125,24 @@ class ScopeCollector(Collector):
         return []
 
     def collect(self) -> Iterator[Metric]:
-        """One family per gauge, filled from every cluster's scope statuses."""
-        families = {
-            name: GaugeMetricFamily(f"strata_scope_{name}", doc, labels=SCOPE_LABELS)
-            for name, doc in (
-                ("usage", "Usage of the scope's subtree, in base units."),
-                ("guarantee", "The scope's guarantee as set, in base units."),
-                (
-                    "effective_guarantee",
-                    "The guarantee the rules use: as set, else the children's sum, else 0.",
-                ),
-                ("limit", "The scope's limit, in base units (no series = unlimited)."),
-                ("borrowed", "Usage above the scope's effective guarantee."),
-                ("at_limit", "1 when the scope's usage has reached its limit, else 0."),
-            )
-        }
-        clusters = {
+        """One family per gauge and unit, filled from every cluster's scope statuses."""
+        families: dict[str, GaugeMetricFamily] = {}
+
+        def add(prefix: str, doc: str, labels: list[str], resource: str, amount: int) -> None:
+            suffix, divisor = base_unit(resource)
+            name = f"{prefix}_{suffix}" if suffix else prefix
+            family = families.get(name)
+            if family is None:
+                unit = f" ({suffix})" if suffix else ""
+                labelnames = SCOPE_LABELS if len(labels) == 3 else ("cluster", "resource")
+                family = families[name] = GaugeMetricFamily(name, doc + unit, labels=labelnames)
+            family.add_metric(labels, amount / divisor)
+
+        at_limit = GaugeMetricFamily(
+            "strata_scope_at_limit", "1 when the scope's usage has reached its limit, else 0.",
+            labels=SCOPE_LABELS,
+        )  # fmt: skip
+        counts = {
             name: GaugeMetricFamily(f"strata_cluster_{name}", doc, labels=("cluster",))
             for name, doc in (
                 ("generation", "The cluster's generation."),
@@ -94,18 +151,23 @@ class ScopeCollector(Collector):
             )
         }
         for cluster_id, info in self._pairs():
-            clusters["generation"].add_metric([cluster_id], info.generation)
-            clusters["nodes"].add_metric([cluster_id], info.node_count)
-            clusters["workloads"].add_metric([cluster_id], info.workload_count)
+            counts["generation"].add_metric([cluster_id], info.generation)
+            counts["nodes"].add_metric([cluster_id], info.node_count)
+            counts["workloads"].add_metric([cluster_id], info.workload_count)
+            for field, doc in CLUSTER_GAUGES:
+                for resource, amount in getattr(info, field).items():
+                    add(f"strata_cluster_{field}", doc, [cluster_id, resource], resource, amount)
             for s in info.scopes:
-                for name in ("usage", "guarantee", "effective_guarantee", "limit", "borrowed"):
-                    for resource, amount in getattr(s, name).items():
-                        families[name].add_metric([cluster_id, s.id, resource], amount)
+                for field, doc in SCOPE_GAUGES:
+                    for resource, amount in getattr(s, field).items():
+                        labels = [cluster_id, s.id, resource]
+                        add(f"strata_scope_{field}", doc, labels, resource, amount)
                 for resource, limit in s.limit.items():
                     full = s.usage.get(resource, 0) >= limit
-                    families["at_limit"].add_metric([cluster_id, s.id, resource], int(full))
+                    at_limit.add_metric([cluster_id, s.id, resource], int(full))
         yield from families.values()
-        yield from clusters.values()
+        yield at_limit
+        yield from counts.values()
 
     def _pairs(self) -> list[tuple[str, ClusterInfo]]:
         if self.source is None:
@@ -156,10 +218,17 @@ class CountsCollector(Collector):
 
 
 class Metrics:
-    """The server's metrics; the servicer and interceptors call the ``observe_*`` methods."""
+    """The server's metrics; the servicer and interceptors call the ``observe_*`` methods.
 
-    def __init__(self) -> None:
+    ``methods`` are the RPC names whose counters start at 0 (PolicyService's by default);
+    ``tokens``, when given, guard ``/metrics`` (see ``metrics_http``).
+    """
+
+    def __init__(
+        self, methods: Sequence[str] | None = None, tokens: TokenTable | None = None
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self.tokens = tokens
         self.rpcs = Counter(
             "strata_rpcs", "Finished RPCs by method and gRPC status code.",
             ("method", "code"), registry=self.registry,
@@ -183,11 +252,39 @@ class Metrics:
         )  # fmt: skip
         self.scopes = ScopeCollector()
         self.registry.register(self.scopes)
-        self._http: tuple[WSGIServer, threading.Thread] | None = None
+        # process_start_time_seconds tells restarts apart (alerts.yaml: StrataRestarting).
+        ProcessCollector(registry=self.registry)
+        self._http: MetricsListener | None = None
         # Labelled children by label values: ``labels()`` validates and locks on every call,
         # about as much as the rest of a one-workload Admit's bookkeeping. A child is the same
         # object for the same values for the metric's lifetime (nothing here removes one).
         self._children: dict[tuple[object, ...], Any] = {}
+        self._start_at_zero(policy_methods() if methods is None else methods)
+
+    @classmethod
+    def from_config(cls, config: ServerConfig) -> Metrics:
+        """The server's metrics; ``/metrics`` takes the token file's bearer tokens when
+        ``config.metrics_auth`` is ``token``, or ``auto`` with a token file."""
+        from strata_policy.service.metrics_http import metrics_tokens  # noqa: PLC0415
+
+        return cls(tokens=metrics_tokens(config.metrics_auth, config.token_file))
+
+    def _start_at_zero(self, methods: Sequence[str]) -> None:
+        """Create every labelled series whose label values are known, at 0."""
+        for method in methods:
+            for code in grpc.StatusCode:
+                self._child(self.rpcs, method, code.name)
+            self._child(self.latency, method)
+        for method in DECIDING_METHODS:
+            for decision in Decision:
+                self.decisions.inc((method, decision._value_, ""), 0)
+            for decision in REFUSALS:
+                for reason in ReasonCode:
+                    self.decisions.inc((method, decision._value_, reason.value), 0)
+        for satisfiable in ("true", "false"):
+            self.reclaims.labels(satisfiable)
+        for victim in VictimReason:
+            self.victims.labels(victim.value)
 
     def _child(self, metric: Counter | Histogram, *values: str) -> Any:
         key = (metric, *values)
@@ -235,16 +332,17 @@ class Metrics:
         """Where per-scope gauges come from at scrape time (``Engine.clusters``)."""
         self.scopes.source = fn
 
+    @property
+    def port(self) -> int:
+        """The port ``/metrics`` listens on (0 when not started)."""
+        return self._http.port if self._http is not None else 0
+
     def start_http(self, address: str) -> None:
-        """Serve ``/metrics`` on ``host:port`` from a daemon thread."""
-        host, port = split_address(address)
-        self._http = start_http_server(port, host, registry=self.registry)
+        """Serve ``/metrics`` on ``host:port`` from a daemon thread (bearer tokens if set)."""
+        self._http = MetricsListener(address, self.registry, self.tokens)
 
     def stop_http(self) -> None:
         """Stop the ``/metrics`` endpoint (tests; the process exit does it otherwise)."""
         if self._http is not None:
-            server, thread = self._http
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=5)
+            self._http.close()
         self._http = None

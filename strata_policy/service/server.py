@@ -43,6 +43,7 @@ from strata_policy.service.servicer import SERVICE, PolicyServicer, method_handl
 
 if TYPE_CHECKING:
     from strata_policy.service.auth import TokenTable
+    from strata_policy.service.health_port import HealthPort
     from strata_policy.service.metrics import Metrics
     from strata_policy.state.durable import SqliteJournal
 
@@ -91,6 +92,7 @@ class Server:
             self.metrics.set_cluster_source(self.engine.clusters)
         self.executor = futures.ThreadPoolExecutor(config.workers, thread_name_prefix="engine")
         self.slots = Slots(config.max_concurrent_rpcs)
+        self.health_port = _health_port(config, self.slots)
         self.gate = CallGate(
             method_handlers(PolicyServicer(self.engine)),
             SERVICE,
@@ -107,6 +109,8 @@ class Server:
             self.health, self._aio, self.port = self._on_loop(self._build(credentials))
         except BaseException:
             self._close_loop()
+            if self.health_port is not None:
+                self.health_port.stop(0)
             if self.journal is not None:
                 self.journal.close()
             raise
@@ -150,6 +154,9 @@ class Server:
     def start(self) -> None:
         """Restore state, warm the kernels, then say SERVING (calls meanwhile: UNAVAILABLE)."""
         log.info("listening", address=self.config.address, port=self.port, pid=os.getpid())
+        if self.health_port is not None:
+            self.health_port.start()
+            log.info("health", address=self.config.health_address, port=self.health_port.port)
         if self.journal is not None:
             restored = 0
             for change in self.journal.restore():
@@ -177,6 +184,8 @@ class Server:
         if self.config.drain_seconds > 0:
             threading.Event().wait(self.config.drain_seconds)
         self.grpc.stop(self.config.grace_seconds).wait()
+        if self.health_port is not None:
+            self.health_port.stop()
         if self.journal is not None:
             self.journal.close()
         log.info("stopped")
@@ -186,6 +195,8 @@ class Server:
         self.grpc.wait_for_termination()
 
     def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus) -> None:
+        if self.health_port is not None:
+            self.health_port.set(status)
         for name in ("", SERVICE_NAME):
             self._on_loop(self.health.set(name, status))
 
@@ -302,4 +313,12 @@ def _metrics(config: ServerConfig) -> Metrics | None:
         return None
     from strata_policy.service.metrics import Metrics  # noqa: PLC0415  # only with metrics on
 
-    return Metrics()
+    return Metrics.from_config(config)
+
+
+def _health_port(config: ServerConfig, slots: Slots) -> HealthPort | None:
+    if not config.health_address:
+        return None
+    from strata_policy.service.health_port import HealthPort  # noqa: PLC0415  # only when asked
+
+    return HealthPort(config.health_address, ("", SERVICE_NAME), busy=lambda: slots.full)
