@@ -21,7 +21,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from strata_policy.service.config import ServerConfig
 from strata_policy.service.server import Server
-from strata_policy.service.tls import TlsConfigError, channel_credentials, server_credentials
+from strata_policy.service.tls import (
+    CertificateFiles,
+    TlsConfigError,
+    channel_credentials,
+    server_credentials,
+)
 
 Key = ec.EllipticCurvePrivateKey
 
@@ -226,3 +231,26 @@ def test_renewed_certificate_is_served_without_restart(tmp_path: Path, pki: Pki)
         assert _check(target, channel_credentials(pki.renewed_ca))
     finally:
         srv.grpc.stop(0)
+
+
+def test_key_of_another_certificate_fails_at_start(pki: Pki) -> None:
+    """A key that is not the certificate's is a start-up error naming --tls-key (gRPC alone
+    failed to open the port and the server said "in use?")."""
+    with pytest.raises(TlsConfigError, match=r"--tls-key: .* is not the key of the certificate"):
+        server_credentials(pki.server_cert, pki.renewed_key)
+
+
+def test_renewal_with_a_mismatched_key_keeps_the_loaded_pair(tmp_path: Path, pki: Pki) -> None:
+    """A certificate renewed before its key is written keeps the last good pair (no "reloaded"),
+    and the pair is taken once the key follows."""
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    shutil.copyfile(pki.server_cert, cert)
+    shutil.copyfile(pki.server_key, key)
+    files = CertificateFiles(cert, key, None)
+    loaded = files.configuration
+    _replace(cert, pki.renewed_cert)
+    assert files.fetch() is None
+    assert files.configuration is loaded
+    _replace(key, pki.renewed_key)
+    assert files.fetch() is not None
+    assert files.configuration is not loaded
