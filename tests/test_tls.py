@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from strata_policy.cli import main
 from strata_policy.service.config import ServerConfig
 from strata_policy.service.server import Server
 from strata_policy.service.tls import (
@@ -254,3 +255,18 @@ def test_renewal_with_a_mismatched_key_keeps_the_loaded_pair(tmp_path: Path, pki
     _replace(key, pki.renewed_key)
     assert files.fetch() is not None
     assert files.configuration is not loaded
+
+
+def test_ctl_without_tls_ca_is_told_about_tls(pki: Pki, capsys: pytest.CaptureFixture[str]) -> None:
+    """ctl in plaintext against a TLS server: the error suggests --tls-ca, not only make serve."""
+    srv = Server(
+        ServerConfig(
+            address="127.0.0.1:0", tls_cert=str(pki.server_cert), tls_key=str(pki.server_key)
+        )
+    )
+    try:
+        assert main(["ctl", "--address", f"127.0.0.1:{srv.port}", "clusters"]) == 1
+    finally:
+        srv.grpc.stop(0)
+    err = capsys.readouterr().err
+    assert "if it uses TLS, pass --tls-ca" in err

@@ -152,10 +152,13 @@ class Session:
 
     def _describe(self, exc: RpcError, decoded: Decoded | None) -> str:
         if exc.code == "UNAVAILABLE":
-            return (
-                f"cannot reach the server at {self.address} ({exc.message}); "
-                "start it with `make serve`, or pass --address / set STRATA_ADDRESS"
-            )
+            hint = "start it with `make serve`, or pass --address / set STRATA_ADDRESS"
+            if any(s in exc.message.lower() for s in ("socket closed", "handshake", "ssl")):
+                hint = (  # a TLS server refusing plaintext, or mutual TLS without a cert
+                    "if it uses TLS, pass --tls-ca (and --tls-cert/--tls-key for mutual TLS); "
+                    + hint
+                )
+            return f"cannot reach the server at {self.address} ({exc.message}); {hint}"
         if not exc.violations:
             return f"{exc.code}: {exc.message}"
         lines = []
@@ -163,6 +166,11 @@ class Session:
             line = _line_of(decoded, path)
             where = f"{decoded.path}:{line}: " if decoded is not None and line else ""
             lines.append(f"{where}{path}: {what} ({exc.code})")
+        if exc.violations_left_out:
+            lines.append(
+                f"... and {exc.violations_left_out} more ({exc.code}; the server sends the first "
+                f"{len(exc.violations)})"
+            )
         return "\nerror: ".join(lines)
 
     def show(self, response: Mapping[str, Any], table: Callable[[], str]) -> None:
