@@ -97,7 +97,12 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=_positive_int,
         default=int(_env("max_concurrent_rpcs", str(d.max_concurrent_rpcs))),
     )
-    p.add_argument("--log-level", default=_env("log_level", "info"))
+    p.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=("debug", "info", "warning", "error"),
+        default=_env("log_level", "info").lower(),
+    )
     p.add_argument("--log-format", choices=("json", "console"), default=_env("log_format", "json"))
     p.add_argument("--drain-seconds", type=_seconds, default=float(_env("drain_seconds", "0")))
     p.add_argument("--tls-cert", default=_env("tls_cert", ""))

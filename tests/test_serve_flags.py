@@ -38,6 +38,11 @@ from strata_policy.cli import main
             id="checkpoint every 0 changes",
         ),
         pytest.param(("--max-nodes", "0"), "--max-nodes: must be at least 1, got 0", id="limit"),
+        pytest.param(
+            ("--log-level", "verbose"),
+            "--log-level: invalid choice: 'verbose'",
+            id="unknown log level (was: info, silently)",
+        ),
     ],
 )
 def test_bad_numbers_are_usage_errors(
@@ -49,3 +54,14 @@ def test_bad_numbers_are_usage_errors(
     assert f"error: argument {expected}" in err
     assert "Traceback" not in err
     assert "internal error" not in err
+
+
+def test_log_level_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--log-level takes WARNING as well as warning (Python's and most tools' spelling)."""
+    seen: list[str] = []
+    monkeypatch.setattr(
+        "strata_policy.cli.configure_logging", lambda level, fmt: seen.append(level)
+    )
+    monkeypatch.setattr("strata_policy.service.server.serve", lambda config: 0)
+    assert main(["serve", "--log-level", "WARNING"]) == 0
+    assert seen == ["warning"]
