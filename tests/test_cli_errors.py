@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctl_kit import Run, no_ambient_cluster, run
+import pytest
+from ctl_kit import ADMIT_OK, Run, no_ambient_cluster, one_error_line, run
 
 __all__ = ["no_ambient_cluster", "run"]  # fixtures used by name
 
@@ -34,3 +35,27 @@ def test_no_count_line_when_every_violation_is_sent(
     ran = run("push", str(path), "-c", cluster_id)
     assert ran.code == 1
     assert len(ran.err.strip().splitlines()) == 2, ran.err
+
+
+@pytest.mark.parametrize(
+    ("where", "named_by"),
+    [
+        pytest.param("flag", "-c", id="-c on the command line"),
+        pytest.param("env", "$STRATA_CLUSTER", id="from the environment"),
+    ],
+)
+def test_cluster_mismatch_names_where_the_cluster_came_from(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, named_by: str
+) -> None:
+    """A file for another cluster names what chose the cluster: -c or $STRATA_CLUSTER."""
+    path = tmp_path / "admit.yaml"
+    path.write_text(f"clusterId: elsewhere\n{ADMIT_OK}")
+    if where == "env":
+        monkeypatch.setenv("STRATA_CLUSTER", "here")
+        ran = run("admit", str(path))
+    else:
+        ran = run("admit", str(path), "-c", "here")
+    assert ran.code == 1
+    assert one_error_line(ran) == (
+        f"error: the file is for cluster 'elsewhere' but {named_by} names 'here'; drop one of them"
+    )

@@ -46,6 +46,8 @@ def ctl(ctx: click.Context, /, **options: Any) -> None:
     memory: 4Gi, gpu: 0.5); --raw reads base units. Exit codes: 0 done, 1 error, 2 usage.
     """
     ctx.obj = Session(**options)
+    if ctx.get_parameter_source("cluster") is click.core.ParameterSource.ENVIRONMENT:
+        ctx.obj.cluster_from = "$STRATA_CLUSTER"
 
 
 @ctl.command("clusters")

@@ -53,6 +53,7 @@ class Session:
     tls_key: str = ""
     output: str = "table"
     cluster: str = ""
+    cluster_from: str = "-c"  # where ``cluster`` came from, for messages: -c or $STRATA_CLUSTER
     _client: Client | None = field(default=None, repr=False)
 
     def override(self, output: str | None, cluster: str | None) -> None:
@@ -60,7 +61,7 @@ class Session:
         if output:
             self.output = output
         if cluster:
-            self.cluster = cluster
+            self.cluster, self.cluster_from = cluster, "-c"
 
     def require_cluster(self, from_file: str = "") -> str:
         """The cluster to act on: ``-c``, ``$STRATA_CLUSTER`` or the request file's ``clusterId``.
@@ -70,8 +71,8 @@ class Session:
         """
         if self.cluster and from_file and from_file != self.cluster:
             raise CtlError(
-                f"the file is for cluster {from_file!r} but -c names {self.cluster!r}; "
-                "drop one of them"
+                f"the file is for cluster {from_file!r} but {self.cluster_from} names "
+                f"{self.cluster!r}; drop one of them"
             )
         cluster = self.cluster or from_file
         if not cluster:
