@@ -73,30 +73,59 @@ def configure_logging(level: str, fmt: str, stream: TextIO | None = None) -> Non
     )
 
 
+def _positive_int(text: str) -> int:
+    """A count flag (workers, slots, bytes, sizes): a whole number of at least 1. Zero or less
+    would fail later with a traceback (``--workers 0``) or mean something else to gRPC (a
+    negative message size is "unlimited"), so it is a usage error here."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """A duration flag: a finite number of seconds, zero or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be zero or more seconds, got {text}")
+    return value
+
+
 def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="run the gRPC server (in memory unless --state-dir)")
     d = ServerConfig()
     lim = Limits()
     p.add_argument("--address", default=_env("address", d.address), help="host:port to listen on")
-    p.add_argument("--workers", type=int, default=int(_env("workers", str(d.workers))))
+    p.add_argument("--workers", type=_positive_int, default=int(_env("workers", str(d.workers))))
     p.add_argument(
         "--max-message-bytes",
-        type=int,
+        type=_positive_int,
         default=int(_env("max_message_bytes", str(d.max_message_bytes))),
     )
     p.add_argument(
         "--max-concurrent-rpcs",
-        type=int,
+        type=_positive_int,
         default=int(_env("max_concurrent_rpcs", str(d.max_concurrent_rpcs))),
     )
-    p.add_argument("--log-level", default=_env("log_level", "info"))
+    p.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=("debug", "info", "warning", "error"),
+        default=_env("log_level", "info").lower(),
+    )
     p.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
         default=_env("log_format", "auto"),
         help="auto: console on a terminal, JSON otherwise",
     )
-    p.add_argument("--drain-seconds", type=float, default=float(_env("drain_seconds", "0")))
+    p.add_argument("--drain-seconds", type=_seconds, default=float(_env("drain_seconds", "0")))
     p.add_argument("--tls-cert", default=_env("tls_cert", ""))
     p.add_argument("--tls-key", default=_env("tls_key", ""))
     p.add_argument("--tls-client-ca", default=_env("tls_client_ca", ""), help="mutual TLS")
@@ -104,7 +133,7 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--state-dir", default=_env("state_dir", ""), help="durable state (SQLite)")
     p.add_argument(
         "--checkpoint-every",
-        type=int,
+        type=_positive_int,
         default=int(_env("checkpoint_every", str(d.checkpoint_every))),
         help="write a whole snapshot after this many changes to a cluster",
     )
@@ -129,7 +158,7 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "max_batch_replicas",
     ):
         flag = "--" + name.replace("_", "-")
-        p.add_argument(flag, type=int, default=int(_env(name, str(getattr(lim, name)))))
+        p.add_argument(flag, type=_positive_int, default=int(_env(name, str(getattr(lim, name)))))
     p.set_defaults(handler=_run_serve)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 DOMAIN = "strata.policy.v1"
 
@@ -44,6 +45,20 @@ class StrataError(Exception):
         super().__init__(message)
         self.message = message
         self.metadata: dict[str, str] = dict(metadata or {})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle by fields, not by calling ``__init__`` again with the message: subclasses
+        take other arguments, and an error raised in a ``simulate --jobs`` worker process must
+        reach the parent intact (else the pool breaks and the cause is lost)."""
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[StrataError], args: tuple[Any, ...], state: dict[str, Any]) -> StrataError:
+    """The error ``StrataError.__reduce__`` took apart, without running its ``__init__``."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class InvalidArgument(StrataError):

@@ -19,9 +19,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from strata_policy.cli import main
 from strata_policy.service.config import ServerConfig
 from strata_policy.service.server import Server
-from strata_policy.service.tls import TlsConfigError, channel_credentials, server_credentials
+from strata_policy.service.tls import (
+    CertificateFiles,
+    TlsConfigError,
+    channel_credentials,
+    server_credentials,
+)
 
 Key = ec.EllipticCurvePrivateKey
 
@@ -226,3 +232,41 @@ def test_renewed_certificate_is_served_without_restart(tmp_path: Path, pki: Pki)
         assert _check(target, channel_credentials(pki.renewed_ca))
     finally:
         srv.grpc.stop(0)
+
+
+def test_key_of_another_certificate_fails_at_start(pki: Pki) -> None:
+    """A key that is not the certificate's is a start-up error naming --tls-key (gRPC alone
+    failed to open the port and the server said "in use?")."""
+    with pytest.raises(TlsConfigError, match=r"--tls-key: .* is not the key of the certificate"):
+        server_credentials(pki.server_cert, pki.renewed_key)
+
+
+def test_renewal_with_a_mismatched_key_keeps_the_loaded_pair(tmp_path: Path, pki: Pki) -> None:
+    """A certificate renewed before its key is written keeps the last good pair (no "reloaded"),
+    and the pair is taken once the key follows."""
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    shutil.copyfile(pki.server_cert, cert)
+    shutil.copyfile(pki.server_key, key)
+    files = CertificateFiles(cert, key, None)
+    loaded = files.configuration
+    _replace(cert, pki.renewed_cert)
+    assert files.fetch() is None
+    assert files.configuration is loaded
+    _replace(key, pki.renewed_key)
+    assert files.fetch() is not None
+    assert files.configuration is not loaded
+
+
+def test_ctl_without_tls_ca_is_told_about_tls(pki: Pki, capsys: pytest.CaptureFixture[str]) -> None:
+    """ctl in plaintext against a TLS server: the error suggests --tls-ca, not only make serve."""
+    srv = Server(
+        ServerConfig(
+            address="127.0.0.1:0", tls_cert=str(pki.server_cert), tls_key=str(pki.server_key)
+        )
+    )
+    try:
+        assert main(["ctl", "--address", f"127.0.0.1:{srv.port}", "clusters"]) == 1
+    finally:
+        srv.grpc.stop(0)
+    err = capsys.readouterr().err
+    assert "if it uses TLS, pass --tls-ca" in err

@@ -46,6 +46,8 @@ def ctl(ctx: click.Context, /, **options: Any) -> None:
     memory: 4Gi, gpu: 0.5); --raw reads base units. Exit codes: 0 done, 1 error, 2 usage.
     """
     ctx.obj = Session(**options)
+    if ctx.get_parameter_source("cluster") is click.core.ParameterSource.ENVIRONMENT:
+        ctx.obj.cluster_from = "$STRATA_CLUSTER"
 
 
 @ctl.command("clusters")
@@ -125,27 +127,32 @@ def export(session: Session, raw: bool) -> int:
     """The cluster's snapshot as a file ``ctl push`` takes back: YAML in quantities (-o json)."""
     cluster = session.require_cluster()
     response = session.call("GetCluster", {"clusterId": cluster, "includeSnapshot": True})
-    snapshot = _prune(response.get("snapshot", {}))
-    if not raw:
-        snapshot = _as_quantities(snapshot)
+    snapshot = _amounts(_prune(response.get("snapshot", {})), quantities=not raw)
     if session.output == "json":
-        click.echo(json.dumps(snapshot, indent=1))
+        click.echo(json.dumps(snapshot, indent=2))
     else:
         click.echo(yaml.safe_dump(snapshot, sort_keys=False).rstrip("\n"))
     return 0
 
 
 RESOURCE_MAPS = ("capacity", "guarantee", "limit", "request")
+SORTED_MAPS = (*RESOURCE_MAPS, "labels")
 
 
-def _as_quantities(value: Any, key: str = "") -> Any:
-    """Every resource map's amounts as quantities (``64``, ``256Gi``, ``0.5``)."""
+def _amounts(value: Any, key: str = "", *, quantities: bool) -> Any:
+    """Every resource map's amounts as quantities (``64``, ``256Gi``, ``0.5``) when
+    ``quantities``, else as they came (base units). Resource maps and labels are written in
+    sorted key order: the server's maps have no order, and an export must not change from one
+    call to the next when the cluster has not (a diff of two exports shows what changed)."""
     if isinstance(value, dict):
-        if key in RESOURCE_MAPS:
-            return {k: format_quantity(k, int(v)) for k, v in value.items()}
-        return {k: _as_quantities(v, k) for k, v in value.items()}
+        if key in SORTED_MAPS:
+            items = sorted(value.items())
+            if key in RESOURCE_MAPS and quantities:
+                return {k: format_quantity(k, int(v)) for k, v in items}
+            return dict(items)
+        return {k: _amounts(v, k, quantities=quantities) for k, v in value.items()}
     if isinstance(value, list):
-        return [_as_quantities(v, key) for v in value]
+        return [_amounts(v, key, quantities=quantities) for v in value]
     return value
 
 

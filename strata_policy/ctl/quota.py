@@ -4,7 +4,9 @@
 (``--limit gpu=10`` then ``--limit cpu=100``) leave both limits set; ``--unset-limit gpu``
 removes one, ``--unset-limit`` alone removes them all. The merge reads the scope at a generation
 and writes it with ``expected_generation``, so a concurrent change is refused (ABORTED), never
-overwritten. Resource names are checked against the cluster's before anything is sent.
+overwritten. Resource names are checked against the cluster's before anything is sent, each
+error naming the flag that carried it. Setting and unsetting one resource in one call, or naming
+an existing scope with nothing to change, is a usage error: neither is sent as a commit.
 """
 
 from __future__ import annotations
@@ -73,15 +75,28 @@ def quota_set(
         "guarantee": (_amounts("--guarantee", guarantee), _names(unset_guarantee)),
         "limit": (_amounts("--limit", limit), _names(unset_limit)),
     }
+    for field, (amounts, unset) in changes.items():
+        both = sorted(set(amounts) & (unset or set()))
+        if both:
+            raise click.UsageError(
+                f"--{field} and --unset-{field} both name {', '.join(both)}: choose one"
+            )
     cluster = session.require_cluster()
     current = session.call("GetCluster", {"clusterId": cluster, "includeSnapshot": True})
     known = set(RESERVED) | set(current.get("capacity", {}))
     for field, (amounts, unset) in changes.items():
-        for name in [*amounts, *(unset or set()) - {ALL}]:
-            message = unknown_name(name, known, f"cluster {cluster!r}")
-            if message:
-                raise click.BadParameter(message, param_hint=f"--{field}")
+        for flag, names in ((f"--{field}", [*amounts]), (f"--unset-{field}", unset or set())):
+            for name in sorted(set(names) - {ALL}):
+                message = unknown_name(name, known, f"cluster {cluster!r}")
+                if message:
+                    raise click.BadParameter(message, param_hint=flag)
     scopes = {s["id"]: s for s in current.get("snapshot", {}).get("scopes", [])}
+    asked = (guarantee, limit, unset_guarantee, unset_limit, parent, kind, weight)
+    if scope in scopes and all(option is None for option in asked):
+        raise click.UsageError(
+            f"nothing to change on scope {scope!r}: give --guarantee, --limit, --unset-guarantee, "
+            "--unset-limit, --parent, --kind or --weight"
+        )
     if scope not in scopes and parent is None:
         parent = ""
     updated: dict[str, Any] = dict(scopes.get(scope, {"id": scope}))

@@ -97,7 +97,7 @@ def decode(path: str, text: str, message: Any, *, raw: bool = False) -> Decoded:
         loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
         if node is None:
-            raise FileError(path, f"is empty; expected a {message.name} mapping")
+            raise FileError(path, f"is empty; expected a mapping ({message.name})")
         walker = _Walker(path, raw, loader)
         return Decoded(path, walker.message(node, message, ""), walker.lines)
     except yaml.MarkedYAMLError as exc:
@@ -164,7 +164,7 @@ class _Walker:
 
     def message(self, node: yaml.Node, desc: Descriptor, where: str) -> dict[str, Any]:
         if not isinstance(node, yaml.MappingNode):
-            raise self.fail(node, where, f"expected a mapping (a {desc.name}), got {_kind(node)}")
+            raise self.fail(node, where, f"expected a mapping ({desc.name}), got {_kind(node)}")
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             key = str(key_node.value)

@@ -53,6 +53,7 @@ class Session:
     tls_key: str = ""
     output: str = "table"
     cluster: str = ""
+    cluster_from: str = "-c"  # where ``cluster`` came from, for messages: -c or $STRATA_CLUSTER
     _client: Client | None = field(default=None, repr=False)
 
     def override(self, output: str | None, cluster: str | None) -> None:
@@ -60,7 +61,7 @@ class Session:
         if output:
             self.output = output
         if cluster:
-            self.cluster = cluster
+            self.cluster, self.cluster_from = cluster, "-c"
 
     def require_cluster(self, from_file: str = "") -> str:
         """The cluster to act on: ``-c``, ``$STRATA_CLUSTER`` or the request file's ``clusterId``.
@@ -70,8 +71,8 @@ class Session:
         """
         if self.cluster and from_file and from_file != self.cluster:
             raise CtlError(
-                f"the file is for cluster {from_file!r} but -c names {self.cluster!r}; "
-                "drop one of them"
+                f"the file is for cluster {from_file!r} but {self.cluster_from} names "
+                f"{self.cluster!r}; drop one of them"
             )
         cluster = self.cluster or from_file
         if not cluster:
@@ -152,10 +153,13 @@ class Session:
 
     def _describe(self, exc: RpcError, decoded: Decoded | None) -> str:
         if exc.code == "UNAVAILABLE":
-            return (
-                f"cannot reach the server at {self.address} ({exc.message}); "
-                "start it with `make serve`, or pass --address / set STRATA_ADDRESS"
-            )
+            hint = "start it with `make serve`, or pass --address / set STRATA_ADDRESS"
+            if any(s in exc.message.lower() for s in ("socket closed", "handshake", "ssl")):
+                hint = (  # a TLS server refusing plaintext, or mutual TLS without a cert
+                    "if it uses TLS, pass --tls-ca (and --tls-cert/--tls-key for mutual TLS); "
+                    + hint
+                )
+            return f"cannot reach the server at {self.address} ({exc.message}); {hint}"
         if not exc.violations:
             return f"{exc.code}: {exc.message}"
         lines = []
@@ -163,6 +167,11 @@ class Session:
             line = _line_of(decoded, path)
             where = f"{decoded.path}:{line}: " if decoded is not None and line else ""
             lines.append(f"{where}{path}: {what} ({exc.code})")
+        if exc.violations_left_out:
+            lines.append(
+                f"... and {exc.violations_left_out} more ({exc.code}; the server sends the first "
+                f"{len(exc.violations)})"
+            )
         return "\nerror: ".join(lines)
 
     def show(self, response: Mapping[str, Any], table: Callable[[], str]) -> None:

@@ -59,6 +59,17 @@ class RpcError(Exception):
     message: str
     reason: str = ""
     violations: list[tuple[str, str]] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def violations_left_out(self) -> int:
+        """How many field violations the server counted but did not send (it sends the first
+        20; ErrorInfo metadata ``violations`` has the full count)."""
+        try:
+            total = int(self.metadata.get("violations", "0"))
+        except ValueError:
+            return 0
+        return max(0, total - len(self.violations))
 
     def __str__(self) -> str:
         lines = [f"{self.code}: {self.message}"]
@@ -129,6 +140,7 @@ def _decode(exc: grpc.RpcError) -> RpcError:
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
             out.reason = info.reason
+            out.metadata = dict(info.metadata)
         elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
             bad = error_details_pb2.BadRequest()
             detail.Unpack(bad)

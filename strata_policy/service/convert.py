@@ -11,11 +11,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
+from typing import Any, TypeVar
 
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy import model
+from strata_policy.errors import InvalidArgument
 from strata_policy.policy.placement import FgdScore, PlacementOptions
 from strata_policy.state.changes import Delta
 from strata_policy.state.taskmix import TaskType
@@ -34,6 +36,20 @@ FRAGMENTATION_SCORES = {
     pb.FRAGMENTATION_SCORE_UNSPECIFIED: FgdScore.REFINED,
     **{getattr(pb, f"FRAGMENTATION_SCORE_{s.value}"): s for s in FgdScore},
 }
+E = TypeVar("E")
+
+
+def enum_from_proto(table: Mapping[Any, E], value: int, field: str) -> E:
+    """The domain value of a wire enum. proto3 keeps a number it does not know (a newer
+    client's, or a typo in JSON), so an unknown one is INVALID_ARGUMENT naming the field rather
+    than a silent fall back to the default (``policy: 99`` once placed with LEAST_ALLOCATED)."""
+    try:
+        return table[value]
+    except KeyError:
+        known = ", ".join(str(v) for v in sorted(table))
+        raise InvalidArgument.one(field, f"unknown value {value} (one of {known})") from None
+
+
 # One shared, read-only empty mapping for the many workloads and nodes without labels or
 # selectors: a pushed million-workload snapshot would otherwise hold a million empty dicts.
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
@@ -187,9 +203,11 @@ def options_from_proto(
             for t in fragmentation.task_types
         )
         coverage = fragmentation.coverage or 0.95
-        fgd_score = FRAGMENTATION_SCORES.get(fragmentation.score, FgdScore.REFINED)
+        fgd_score = enum_from_proto(
+            FRAGMENTATION_SCORES, fragmentation.score, "fragmentation.score"
+        )
     return PlacementOptions(
-        policy=POLICIES.get(policy, model.Policy.LEAST_ALLOCATED),
+        policy=enum_from_proto(POLICIES, policy, "policy"),
         resource_weights=dict(weights),
         seed=seed,
         task_types=task_types,

@@ -145,7 +145,10 @@ class Server:
             else:
                 port = server.add_secure_port(self.config.address, credentials)
         except RuntimeError as exc:  # grpcio's "Failed to bind to address ..."
-            raise OSError(f"cannot listen on {self.config.address} (in use?)") from exc
+            raise OSError(
+                f"cannot listen on {self.config.address} (in use, or not a host:port of this "
+                "machine?)"
+            ) from exc
         if port == 0:
             raise OSError(f"cannot listen on {self.config.address}")
         await server.start()

@@ -20,7 +20,7 @@ from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 
 from strata_policy.engine import Engine
 from strata_policy.errors import InternalError, StrataError
-from strata_policy.model import BatchResult, ColumnarBatch, Order, Workload
+from strata_policy.model import BatchResult, ColumnarBatch, Workload
 from strata_policy.service import convert as c
 from strata_policy.service import request_limits as limits
 from strata_policy.service.identity import caller_identity
@@ -193,7 +193,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
         return self.engine.admit(
             request.cluster_id,
             c.workloads_from_proto(request.workloads),
-            order=c.ORDERS.get(request.order, Order.FIFO),
+            order=c.enum_from_proto(c.ORDERS, request.order, "order"),
             dry_run=request.dry_run,
             expected_generation=request.expected_generation,
             request_id=request.request_id,
@@ -245,7 +245,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             request.cluster_id,
             workloads,
             request.workload_ids[:],  # a list; see convert.workloads_from_proto
-            order=c.ORDERS.get(request.order, Order.FIFO),
+            order=c.enum_from_proto(c.ORDERS, request.order, "order"),
             options=c.options_from_proto(
                 request.policy, request.resource_weights, request.seed, fragmentation
             ),

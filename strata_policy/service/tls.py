@@ -11,13 +11,17 @@ The files are watched: on every new connection the server compares their size, i
 modification time with what it loaded (three ``stat`` calls) and, when one changed, reads them
 again, so a renewed certificate (cert-manager rewrites the Secret's files) is served without a
 restart. Connections already open keep the certificate they were made with. Files that cannot
-be used at that moment (half written, a key that is not PEM yet) are logged and the last good
-certificate stays in use; the next connection tries again.
+be used at that moment (half written, a key that is not PEM yet, a key that is not the
+certificate's) are logged and the last good certificate stays in use; the next connection tries
+again. A key that does not match its certificate is checked here because gRPC's own check only
+writes to stderr: at start the port then fails to open ("cannot listen ... (in use?)"), and on a
+reload the server said "reloaded" while gRPC kept the old certificate.
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 from pathlib import Path
 
 import grpc
@@ -101,9 +105,24 @@ class CertificateFiles:
 
     def _read(self) -> grpc.ServerCertificateConfiguration:
         pems = [read_pem(path, what) for path, what in self.paths]
+        check_key_matches(self.paths[0][0], self.paths[1][0])
         return grpc.ssl_server_certificate_configuration(
             [(pems[1], pems[0])], root_certificates=pems[2] if len(pems) > 2 else None
         )
+
+
+def check_key_matches(cert_path: Path, key_path: Path) -> None:
+    """``TlsConfigError`` unless the key file holds the private key of the certificate file (an
+    encrypted key is refused too: gRPC cannot use one)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(cert_path, key_path, password=lambda: b"")
+    except (ssl.SSLError, ValueError) as exc:
+        why = getattr(exc, "reason", None) or str(exc)
+        raise TlsConfigError(
+            f"--tls-key: {str(key_path)!r} is not the key of the certificate in --tls-cert "
+            f"{str(cert_path)!r} ({why})"
+        ) from None
 
 
 def channel_credentials(

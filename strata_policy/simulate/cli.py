@@ -150,6 +150,9 @@ def build_jobs(args: argparse.Namespace) -> list[ReplayJob]:
     for trace in args.traces:
         if not trace.exists():
             raise InvalidArgument.one("traces", f"no such file or folder: {trace}")
+    for flag, path in (("nodes", args.nodes), ("scopes", args.scopes)):
+        if path and not path.is_file():
+            raise InvalidArgument.one(flag, f"no such file: {path}")
     return [
         ReplayJob(
             trace_path=str(trace.resolve()),
@@ -171,16 +174,20 @@ def build_jobs(args: argparse.Namespace) -> list[ReplayJob]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the sweep, print the table, write the CSV and plot when asked."""
+    """Run the sweep, print the table, write the CSV and plot when asked.
+
+    Bad arguments, and a trace or scope file found malformed only when a replay loads it, are
+    one line and exit code 2 (not an "internal error"): both are the caller's input.
+    """
     try:
         jobs = build_jobs(args)
+        quiet_engine_logs()
+        progress = Progress(len(jobs), enabled=not args.no_progress)
+        with executor_for(args.jobs, args.dask) as executor:
+            results: list[Replay] = run_sweep(jobs, executor, progress)
     except InvalidArgument as exc:
         print(f"strata-policy simulate: {exc}", file=sys.stderr)
         return 2
-    quiet_engine_logs()
-    progress = Progress(len(jobs), enabled=not args.no_progress)
-    with executor_for(args.jobs, args.dask) as executor:
-        results: list[Replay] = run_sweep(jobs, executor, progress)
     if args.protocol == 1:
         ones = [r for r in results if isinstance(r, Replay1Result)]
         summaries = summarise(ones)
