@@ -16,7 +16,7 @@ MEMORY = "memory"
 GPU = "gpu"
 RESERVED = (CPU, MEMORY, GPU)
 MILLI_PER_GPU = 1000
-MAX_AMOUNT = 2**62  # keeps every sum of a snapshot's amounts clear of int64 overflow
+MAX_AMOUNT = 2**62  # one amount, and a cluster's total of one resource (state.validate)
 
 Resources = Mapping[str, int]
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from strata_policy.errors import FieldViolation, StrataError
 from strata_policy.model import Node, RunningWorkload, Scope
+from strata_policy.model.resources import MAX_AMOUNT
 from strata_policy.state import node_changes, validate
 from strata_policy.state.changes import Delta, apply_delta
 from strata_policy.state.cluster import ClusterState
@@ -191,6 +192,10 @@ def _change_nodes(state: ClusterState, delta: Delta) -> bool:
     old_row = np.concatenate((old_row, np.full(len(appended), -1, dtype=np.int64)))
     new = node_changes.rebuilt(matrix, tuple(nodes), old_row, changed, new_index)
     if new is None or len(new.resources) > validate.MAX_NODE_RESOURCES:
+        return False
+    # A total near int64's range is checked exactly by the plain path (validate.cluster_totals);
+    # float64 sums are close enough to send every total above MAX_AMOUNT there.
+    if bool(np.any(new.capacity.sum(axis=0, dtype=np.float64) > MAX_AMOUNT / 2)):
         return False
     state.swap_nodes(new)
     return True

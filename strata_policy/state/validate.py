@@ -336,6 +336,26 @@ def node_resources(nodes: Sequence[Node], path: str, out: list[FieldViolation]) 
                 )
             )
             return
+    cluster_totals(nodes, path, out)
+
+
+def cluster_totals(nodes: Sequence[Node], path: str, out: list[FieldViolation]) -> None:
+    """The cluster's capacity per resource at most ``MAX_AMOUNT``: each node's amount is bounded
+    on its own, but the cluster's total is kept in int64 too (the node matrix's sums, free
+    headroom), where a larger one would wrap and every decision would read a wrong capacity."""
+    totals: dict[str, int] = {}
+    for n in nodes:
+        for name, amount in n.capacity.items():
+            totals[name] = totals.get(name, 0) + amount
+    for name in sorted(totals):
+        if totals[name] > MAX_AMOUNT:
+            out.append(
+                FieldViolation(
+                    path,
+                    f"the nodes' total {name} {totals[name]} is above the maximum {MAX_AMOUNT} "
+                    "for one cluster (split it into clusters, or use a coarser unit)",
+                )
+            )
 
 
 def snapshot_shape(snap: Snapshot, path: str = "snapshot") -> list[FieldViolation]:
