@@ -23,6 +23,8 @@ SAMPLES: list[errors.StrataError] = [
     errors.PermissionDenied("read-only", cluster_id="c-1"),
     errors.InternalError("boom"),
     errors.ServerNotReady(1.5),
+    errors.RequestIdReused("r-1", "admit"),
+    errors.StorageUnavailable("c-1", "OSError: disk full"),
 ]
 
 

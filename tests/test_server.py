@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -86,6 +88,36 @@ def test_serve_logs_rpcs_and_drains_on_sigterm() -> None:
     events = [x["event"] for x in lines]
     assert events.index("listening") < events.index("warming kernels") < events.index("serving")
     assert events.index("serving") < events.index("draining") < events.index("stopped")
+
+
+def test_sigterm_during_the_warm_up_stops_at_once(tmp_path: Path) -> None:
+    """A signal while the kernels compile (an empty cache) ends the process promptly, exit 0."""
+    port = _free_port()
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}  # nothing cached: a long compile
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "strata_policy.cli", "serve", "--address", f"127.0.0.1:{port}"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stderr is not None
+    lines: list[str] = []
+    try:
+        for line in proc.stderr:  # until the warm-up has begun
+            lines.append(line)
+            if "warming kernels" in line:
+                break
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    lines += rest.splitlines() if rest else []
+    assert proc.returncode == 0
+    assert any("stopped during start-up" in line for line in lines)
+    assert not any('"serving"' in line for line in lines)
+    assert took < 30, f"stopped {took:.1f} s after SIGTERM"  # a full compile takes minutes here
 
 
 def test_a_port_in_use_is_refused(server: Server) -> None:

@@ -264,25 +264,49 @@ def _warm_up() -> None:
     log.info("kernels warm", seconds=round(time.perf_counter() - started, 3))
 
 
+class _StopDuringStart(BaseException):
+    """SIGTERM/SIGINT before the server was SERVING: start-up is abandoned where it stands."""
+
+
 def serve(config: ServerConfig) -> int:
-    """Run until SIGTERM/SIGINT; returns the exit code."""
+    """Run until SIGTERM/SIGINT; returns the exit code.
+
+    A signal during start-up (restoring the journal, compiling the kernels: a minute on a first
+    start) stops at once instead of after the warm-up: there is nothing to drain yet, and a pod
+    deleted during its first start must not wait for a compile it will throw away. The handler
+    raises into the main thread, which is running the start-up's Python code (numba compiles in
+    Python between LLVM passes), so it stops within a pass.
+    """
     server = Server(config)
     stopping = threading.Event()
+    started = threading.Event()
+    received: list[str] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("signal", signal=signal.Signals(signum).name)
+        # No logging here: the handler runs between two bytecodes of the main thread, which may
+        # be inside the log writer's lock (a non-reentrant lock: logging would deadlock).
+        received.append(signal.Signals(signum).name)
         stopping.set()
+        if not started.is_set():
+            raise _StopDuringStart
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
         server.start()
-    except BaseException:  # a damaged journal, say: close the port and the journal first
+        started.set()
+    except BaseException as exc:  # a damaged journal, say: close the port and the journal first
+        started.set()  # a second signal while closing must not interrupt the close
         server.grpc.stop(0)
         if server.journal is not None:
             server.journal.close()
+        if isinstance(exc, _StopDuringStart):
+            log.info("signal", signal=received[0])
+            log.info("stopped during start-up")
+            return 0
         raise
     stopping.wait()
+    log.info("signal", signal=received[0])
     server.stop()
     return 0
 
