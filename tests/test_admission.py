@@ -1,4 +1,4 @@
-"""Admission (DESIGN §2 Admit): limits, headroom, borrowed, NEEDS_RECLAIM, purity."""
+"""Admission (DESIGN §2 Admit): limits, headroom, borrowed under G, NEEDS_RECLAIM, purity."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ ORG = [
     scope("team-b", parent="org", guarantee=resources(gpu_milli=8000)),
     scope("proj-x", parent="team-a", guarantee=resources(gpu_milli=8000)),
 ]
+GPU64 = resources(cpu=512, gpu_milli=64000)
 
 
 def cluster(
@@ -31,9 +32,9 @@ def cluster(
     return tree, {rw.workload.id: rw for rw in holding}
 
 
-def gpus(wid: str, sid: str, n: int) -> Workload:
+def gpus(wid: str, sid: str, n: int, *, priority: int = 0) -> Workload:
     """A workload asking for ``n`` whole GPUs."""
-    return workload(wid, sid, gpu_milli=1000 * n)
+    return workload(wid, sid, gpu_milli=1000 * n, priority=priority)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +61,57 @@ class Case:
                 [running(gpus("old", "team-b", 10))],
                 gpus("w", "proj-x", 4),
                 Decision.DENIED,
+                [ReasonCode.LIMIT_EXCEEDED, ReasonCode.NO_VICTIMS],
+                {},
+            ),
+            id="ancestor limit stops a grandchild: nothing of lower priority inside it",
+        ),
+        pytest.param(
+            Case(
+                ORG,
+                [running(gpus("low", "team-b", 10, priority=-1))],
+                gpus("w", "proj-x", 4),
+                Decision.NEEDS_RECLAIM,
                 [ReasonCode.LIMIT_EXCEEDED],
                 {},
             ),
-            id="ancestor limit stops a grandchild",
+            id="limit: lower-priority work inside the limiting scope makes way, NEEDS_RECLAIM",
+        ),
+        pytest.param(
+            Case(
+                [scope("a", limit=resources(gpu_milli=8000)), scope("b")],
+                [running(gpus("lo", "a", 6, priority=-1)), running(gpus("b1", "b", 8))],
+                gpus("w", "a", 4),
+                Decision.NEEDS_RECLAIM,
+                [ReasonCode.LIMIT_EXCEEDED, ReasonCode.NO_HEADROOM],
+                {"gpu": 4000},
+            ),
+            id="limit and headroom both short: one victim inside the limit frees both",
+        ),
+        pytest.param(
+            Case(
+                [scope("root"), scope("team-a", parent="root", guarantee=GPU64)],
+                [running(gpus("x", "root", 4))],
+                gpus("w", "team-a", 8),
+                Decision.ADMITTED,
+                [],
+                {},
+            ),
+            id="openb: a team guaranteed under an ungoverned root borrows nothing within it",
+        ),
+        pytest.param(
+            Case(
+                [
+                    scope("root"),
+                    scope("team-a", parent="root", guarantee=resources(gpu_milli=6000)),
+                ],
+                [],
+                gpus("w", "team-a", 8),
+                Decision.ADMITTED,
+                [],
+                {"gpu": 2000},
+            ),
+            id="openb: only the part above the team's guarantee is borrowed",
         ),
         pytest.param(
             Case([scope("free")], [], gpus("w", "free", 16), Decision.ADMITTED, [], {"gpu": 16000}),

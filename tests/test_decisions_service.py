@@ -128,6 +128,28 @@ def test_needs_reclaim_then_reclaim_commits(client: Client, cluster_id: str) -> 
     assert usage["team-b"]["usage"] == {"gpu": "8000"}
 
 
+def test_get_cluster_shows_effective_guarantee_and_oversubscribed(
+    client: Client, cluster_id: str
+) -> None:
+    """GetCluster: an ungoverned org's G is its team's; borrowed is usage above G; a set
+    guarantee below the children's sum is flagged oversubscribed."""
+    cluster(client, cluster_id)
+    for w in (wl("b1", "team-b", 8000), wl("a1", "team-a", 4000)):
+        client.call("Admit", {"clusterId": cluster_id, "workloads": [w]})
+    got = scopes(client, cluster_id)
+    assert got["org"]["effectiveGuarantee"] == {"gpu": "8000"}
+    assert got["org"]["borrowed"] == {"gpu": "4000"}
+    assert got["team-a"].get("borrowed", {}) == {}
+    assert got["team-b"]["borrowed"] == {"gpu": "8000"}
+    assert got["org"].get("oversubscribed", []) == []
+    client.call(
+        "UpdateSnapshot",
+        {"clusterId": cluster_id, "upsertScopes": [{"id": "org", "guarantee": {"gpu": "2000"}}]},
+    )
+    org = scopes(client, cluster_id)["org"]
+    assert (org["effectiveGuarantee"], org["oversubscribed"]) == ({"gpu": "2000"}, ["gpu"])
+
+
 def test_unplaced_explains_by_node_counts(client: Client, cluster_id: str) -> None:
     """A workload for a GPU model no node has is UNPLACED with a Kubernetes-style summary."""
     cluster(client, cluster_id)

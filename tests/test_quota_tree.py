@@ -1,10 +1,12 @@
-"""QuotaTree: paths, children, usage roll-up, charge/refund, borrowed, at-limit, statuses."""
+"""QuotaTree: paths, children, usage roll-up, charge/refund, effective guarantee G, borrowed,
+at-limit, oversubscribed, statuses."""
 
 from __future__ import annotations
 
 import pytest
 
 from strata_policy.errors import InvalidArgument
+from strata_policy.model import Scope
 from strata_policy.quota import QuotaTree
 from strata_policy.testing import resources, scope
 
@@ -98,16 +100,120 @@ def test_copy_is_independent() -> None:
         pytest.param([("team-a", 6000)], "team-a", {"gpu": 2000}, id="above guarantee: the excess"),
         pytest.param([("team-a", 6000)], "org", {}, id="parent within its own guarantee"),
         pytest.param(
-            [("other", 1000)], "other", {"gpu": 1000}, id="no guarantee: all usage borrowed"
+            [("other", 1000)], "other", {"gpu": 1000}, id="leaf without guarantee: all borrowed"
+        ),
+        pytest.param(
+            [("proj-x", 3000)], "proj-x", {"gpu": 3000}, id="leaf under guaranteed parent: G is 0"
+        ),
+        pytest.param(
+            [("proj-x", 3000)], "team-a", {}, id="parent: usage within its G is not borrowed"
         ),
     ],
 )
 def test_borrowed(charges: list[tuple[str, int]], scope_id: str, expected: dict[str, int]) -> None:
-    """Borrowed is usage above guarantee per resource, an absent guarantee counting as 0."""
+    """Borrowed is usage above the effective guarantee G per resource."""
     tree = build()
     for sid, gpu in charges:
         tree.charge(sid, resources(gpu_milli=gpu))
     assert tree.borrowed(scope_id) == expected
+
+
+GPU = resources(gpu_milli=1000)
+
+
+@pytest.mark.parametrize(
+    ("scopes", "scope_id", "effective", "oversubscribed"),
+    [
+        pytest.param([scope("a")], "a", {}, (), id="leaf without guarantee: 0"),
+        pytest.param(
+            [scope("a", guarantee=GPU)], "a", GPU, (), id="leaf with a guarantee: the value"
+        ),
+        pytest.param(
+            [
+                scope("root"),
+                scope("team-a", parent="root", guarantee=resources(cpu=512, gpu_milli=64000)),
+                scope("team-b", parent="root"),
+            ],
+            "root",
+            resources(cpu=512, gpu_milli=64000),
+            (),
+            id="openb: ungoverned root protects what its team is guaranteed",
+        ),
+        pytest.param(
+            [
+                scope("org"),
+                scope("mid", parent="org"),
+                scope("a", parent="mid", guarantee=resources(gpu_milli=2000)),
+                scope("b", parent="mid", guarantee=resources(gpu_milli=3000, cpu=1)),
+            ],
+            "org",
+            resources(cpu=1, gpu_milli=5000),
+            (),
+            id="sums carry up through ungoverned levels",
+        ),
+        pytest.param(
+            [
+                scope("org", guarantee=resources(cpu=4)),
+                scope("a", parent="org", guarantee=resources(cpu=1, gpu_milli=2000)),
+            ],
+            "org",
+            resources(cpu=4, gpu_milli=2000),
+            (),
+            id="per resource: set where set, children's sum where absent",
+        ),
+        pytest.param(
+            [
+                scope("org", guarantee=resources(gpu_milli=3000)),
+                scope("a", parent="org", guarantee=resources(gpu_milli=2000)),
+                scope("b", parent="org", guarantee=resources(gpu_milli=2000)),
+            ],
+            "org",
+            resources(gpu_milli=3000),
+            ("gpu",),
+            id="explicit value below the children's sum wins and is oversubscribed",
+        ),
+        pytest.param(
+            [
+                scope("org", guarantee={"gpu": 0}),
+                scope("a", parent="org", guarantee=resources(gpu_milli=2000)),
+            ],
+            "org",
+            {},
+            ("gpu",),
+            id="explicit zero is a value, not absent",
+        ),
+        pytest.param(
+            [
+                scope("org", guarantee=resources(gpu_milli=9000)),
+                scope("a", parent="org", guarantee=resources(gpu_milli=2000)),
+            ],
+            "org",
+            resources(gpu_milli=9000),
+            (),
+            id="explicit value above the children's sum: not oversubscribed",
+        ),
+    ],
+)
+def test_effective_guarantee(
+    scopes: list[Scope], scope_id: str, effective: dict[str, int], oversubscribed: tuple[str, ...]
+) -> None:
+    """G is the set guarantee, else the children's summed G, else 0; oversubscribed flagged."""
+    tree = QuotaTree.build(scopes)
+    assert dict(tree.effective_guarantee(scope_id)) == effective
+    assert tree.oversubscribed(scope_id) == oversubscribed
+    status = tree.status(scope_id, 0)
+    assert (status.effective_guarantee, status.oversubscribed) == (effective, oversubscribed)
+
+
+def test_recompute_guarantees_follows_changed_scopes() -> None:
+    """G is cached per tree; recompute_guarantees picks up scopes changed in place."""
+    tree = QuotaTree.build([scope("org"), scope("a", parent="org", guarantee=GPU)])
+    assert dict(tree.effective_guarantee("org")) == GPU
+    changed = dict(tree.scopes)
+    changed["a"] = scope("a", parent="org", guarantee=resources(gpu_milli=5000))
+    tree.scopes = changed
+    tree.recompute_guarantees()
+    assert dict(tree.effective_guarantee("org")) == resources(gpu_milli=5000)
 
 
 @pytest.mark.parametrize(
@@ -136,6 +242,7 @@ def test_statuses_depth_first() -> None:
     assert proj.workload_count == 3
     assert proj.parent_id == "team-a"
     assert statuses[0].borrowed == resources(cpu=8)
+    assert statuses[0].effective_guarantee == resources(gpu_milli=8000)
 
 
 @pytest.mark.parametrize(
@@ -147,6 +254,8 @@ def test_statuses_depth_first() -> None:
         pytest.param(lambda t: t.borrowed("nope"), id="borrowed"),
         pytest.param(lambda t: t.children("nope"), id="children"),
         pytest.param(lambda t: t.status("nope", 0), id="status"),
+        pytest.param(lambda t: t.effective_guarantee("nope"), id="effective_guarantee"),
+        pytest.param(lambda t: t.oversubscribed("nope"), id="oversubscribed"),
     ],
 )
 def test_unknown_scope_is_invalid_argument(call: object) -> None:

@@ -167,7 +167,13 @@ class ReclaimResult:
 
 @dataclass(frozen=True, slots=True)
 class ScopeStatus:
-    """A scope as the engine sees it, for GetCluster and the CLI."""
+    """A scope as the engine sees it, for GetCluster and the CLI.
+
+    ``guarantee`` is what the scope sets; ``effective_guarantee`` is the ``G`` every quota rule
+    uses (DESIGN §2: the set value, else the children's sum, else 0), and ``borrowed`` is usage
+    above ``G``. ``oversubscribed`` lists the resources whose set guarantee is below the sum of
+    the children's ``G``, sorted by name.
+    """
 
     id: str
     parent_id: str
@@ -179,6 +185,8 @@ class ScopeStatus:
     weight: float
     at_limit: tuple[str, ...]
     workload_count: int
+    effective_guarantee: Resources = field(default_factory=dict)
+    oversubscribed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

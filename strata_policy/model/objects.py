@@ -40,7 +40,8 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """A node of the tenancy tree; absent guarantee = 0, absent limit = unlimited."""
+    """A node of the tenancy tree; absent limit = unlimited; an absent guarantee is the
+    children's sum, or 0 for a leaf (the effective guarantee, ``QuotaTree``)."""
 
     id: str
     parent_id: str = ""

@@ -1,13 +1,15 @@
 """Admit (DESIGN §2): the full decision for one workload, as a value.
 
-1. **Limit**: a failing limit anywhere on the path → DENIED with LIMIT_EXCEEDED reasons (a limit
-   stops a workload before it starts; no reclaim is tried for it in Admit).
-2. **Headroom**: everything requested fits in the schedulable capacity left → ADMITTED, with
-   what is borrowed.
-3. Otherwise a dry-run ``find_victims``: satisfiable → NEEDS_RECLAIM listing the victims (the
-   reasons are the NO_HEADROOM ones that made reclaim necessary, and ``borrowed`` is what ``w``
-   would borrow once they are gone); not satisfiable → DENIED with the NO_HEADROOM reasons
-   first, then the NO_VICTIMS reason saying what no victim set could free.
+1. **Fits**: within every limit on the path and the headroom → ADMITTED, with what is
+   borrowed (``check.admissible``, no reasons built: most decisions).
+2. Otherwise a dry-run ``find_victims``, so that Admit and Reclaim agree: satisfiable →
+   NEEDS_RECLAIM listing exactly the dry run's victims; not satisfiable → DENIED.
+   - **Limit**: when a limit on the path fails, the dry run only looks at lower-priority work
+     inside the limiting scope. Its reasons start with the LIMIT_EXCEEDED ones (then any
+     NO_HEADROOM), for NEEDS_RECLAIM as for DENIED.
+   - **Headroom**: the reasons are the NO_HEADROOM ones that made reclaim necessary.
+   A DENIED answer ends with the NO_VICTIMS reason saying what no victim set could free.
+   ``borrowed`` of a NEEDS_RECLAIM is what ``w`` would borrow once the victims are gone.
 
 Pure: the tree is read, and the dry run restores it before returning.
 """
@@ -40,7 +42,7 @@ def decide_admit(
     *,
     fits_after: FitsAfter | None = None,
 ) -> WorkloadResult:
-    """DENIED (limit) / ADMITTED / NEEDS_RECLAIM / DENIED (no headroom) for ``workload``.
+    """ADMITTED / NEEDS_RECLAIM / DENIED for ``workload`` (see the module docstring).
 
     ``running`` holds every workload that holds quota (the reclaim dry run picks victims from
     it); ``capacity`` is the sum of schedulable capacity; ``fits_after`` is passed to the dry
@@ -51,18 +53,15 @@ def decide_admit(
     if borrowed is not None:  # most decisions: the result built through its slots
         return new_result(workload.id, Decision.ADMITTED, (), borrowed, 0.0)
     check = check_admit(tree, workload, capacity)
-    if not check.within_limits:
-        return WorkloadResult(workload.id, Decision.DENIED, reasons=check.limit_reasons)
-    if not check.short:
-        return WorkloadResult(workload.id, Decision.ADMITTED, borrowed=dict(check.borrowed))
+    why = (*check.limit_reasons, *check.headroom_reasons)
     plan = find_victims(tree, running, workload, capacity, fits_after=fits_after)
     if plan.satisfiable:
         return WorkloadResult(
             workload.id,
             Decision.NEEDS_RECLAIM,
-            reasons=check.headroom_reasons,
+            reasons=why,
             borrowed=dict(plan.borrowed),
             victims=plan.victims,
         )
-    why = tuple(r for r in plan.reasons if r.code == ReasonCode.NO_VICTIMS)
-    return WorkloadResult(workload.id, Decision.DENIED, reasons=(*check.headroom_reasons, *why))
+    none = tuple(r for r in plan.reasons if r.code == ReasonCode.NO_VICTIMS)
+    return WorkloadResult(workload.id, Decision.DENIED, reasons=(*why, *none))

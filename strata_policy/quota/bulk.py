@@ -10,12 +10,12 @@ with one pass that sums the run per scope and checks the sums instead:
 - **Limits.** The same for every scope on a path that limits a requested resource: usage plus
   the run's total in that scope's subtree within the limit means no workload of the run hits it.
 - **Borrowed.** For a workload in ``s`` and a requested ``r``, DESIGN's borrowed part is ``q[r]``
-  minus what the idle guarantee of every scope on the path covers. Per (scope on the path,
-  resource), the answer is the same for the whole run when either the scope's guarantee is
-  already used up (idle ≤ 0: nothing covered, all of ``q[r]`` borrowed, whatever is admitted
-  before) or the run's total fits in what is idle (everything covered at every turn). When every
-  scope on the path is in the second case, nothing of ``r`` is borrowed; when one is in the
-  first, all of it is.
+  minus what the idle effective guarantee ``G`` of every scope on the path covers. Per (scope
+  on the path, resource), the answer is the same for the whole run when either the scope's
+  ``G`` is already used up (idle ≤ 0: nothing covered, all of ``q[r]`` borrowed, whatever is
+  admitted before) or the run's total fits in what is idle (everything covered at every turn).
+  When every scope on the path is in the second case, nothing of ``r`` is borrowed; when one is
+  in the first, all of it is.
 
 When any sum could bind (a limit, the headroom, a guarantee the run would cross part way), the
 answer depends on the order and on which workloads are admitted, so ``admit_all`` returns
@@ -130,11 +130,12 @@ def _borrowed_resources(
     when a guarantee on the path could be crossed part way through the run."""
     full: list[str] = []
     path = tree.path(scope_id)
+    effective, usages = tree.effective_guarantees, tree.usages
     for r in amounts:
         borrowed = False
         crossed = False
         for sid in path:
-            idle = tree.scopes[sid].guarantee.get(r, 0) - tree.usage(sid).get(r, 0)
+            idle = effective[sid].get(r, 0) - usages[sid].get(r, 0)
             if idle <= 0:
                 borrowed = True
                 break

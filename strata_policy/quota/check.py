@@ -15,9 +15,11 @@ Interpretations written down:
 - **Headroom** is ``free[r] = capacity[r] − usage(root)[r]``; ``short[r] = q[r] − free[r]`` for
   each requested ``r`` with ``q[r] > free[r]`` (free may be negative once nodes go
   unschedulable; ``short`` then counts the whole gap, the reason shows ``available`` as 0).
-- **Borrowed** is ``q[r]`` minus the part of it covered by the idle guarantee of *every* scope on
-  the path, an absent guarantee counting as 0 (nothing guaranteed, so nothing covered). This is
-  exactly the part of ``w`` that Reclaim could later take back from some level of its path.
+- **Borrowed** is ``q[r]`` minus the part of it covered by the idle effective guarantee ``G`` of
+  *every* scope on the path (``QuotaTree.effective_guarantee``: a scope that sets none covers
+  what its children are guaranteed). This is exactly the part of ``w`` that Reclaim could later
+  take back from some level of its path: where ``w`` is covered at every level, its branch is
+  within ``G`` at every level, so it is no reclaim candidate for any other scope.
 """
 
 from __future__ import annotations
@@ -141,13 +143,13 @@ def admissible(
 
 
 def borrowed_part(tree: QuotaTree, path: tuple[str, ...], q: Mapping[str, int]) -> dict[str, int]:
-    """The part of ``q`` not covered by the idle guarantee of every scope on ``path``."""
+    """The part of ``q`` not covered by the idle effective guarantee of every scope on ``path``."""
     out: dict[str, int] = {}
-    scopes, usages = tree.scopes, tree.usages
+    effective, usages = tree.effective_guarantees, tree.usages
     for r in sorted(q):
         covered = q[r]
         for sid in path:
-            idle = scopes[sid].guarantee.get(r, 0) - usages[sid].get(r, 0)
+            idle = effective[sid].get(r, 0) - usages[sid].get(r, 0)
             covered = min(covered, max(idle, 0))
             if covered == 0:
                 break

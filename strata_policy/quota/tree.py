@@ -13,10 +13,20 @@ Input is validated by the caller (unique ids, parents exist, no cycles, amounts 
 unknown scope id passed to any method raises ``InvalidArgument`` rather than ``KeyError``, because
 it reaches here from a request (a workload's ``scope_id``).
 
+The tree also holds every scope's **effective guarantee** ``G`` (DESIGN §2), the guarantee
+every quota rule uses: ``guarantee(s)[r]`` where set; where absent, 0 for a scope without
+children and the sum of the children's ``G`` for a scope with children. So an organisation that
+sets nothing still protects what its teams are guaranteed, and a team guaranteed 64 GPUs keeps
+them whatever its parent sets. ``G`` depends on the scopes only, so it is worked out once per
+tree structure (``recompute_guarantees``, bottom-up, O(scopes × resources)) and read in O(1)
+by every decision; copies share it.
+
 Interpretations written down:
 
-- ``borrowed(s)`` is usage above guarantee with an absent guarantee counted as 0 (DESIGN §2:
-  "absent means nothing is guaranteed"): a scope that guarantees nothing borrows all it uses.
+- ``borrowed(s)`` is usage above ``G(s)``: what the scope holds beyond what it is guaranteed.
+- ``oversubscribed(s)`` lists the resources whose *set* guarantee is below the sum of the
+  children's ``G`` (the children were promised more than the scope holds for them); an absent
+  guarantee is never oversubscribed (it is the sum).
 - ``at_limit(s)`` lists the resources ``s`` limits whose usage is at or above the limit, sorted
   by name (a limit of 0 with no usage counts: nothing more of it can be admitted).
 """
@@ -40,9 +50,20 @@ class QuotaTree:
     only the usage dicts are per instance, so ``copy`` costs O(scopes × resources).
     """
 
-    __slots__ = ("_children", "_own", "_path", "_root", "_usage", "scopes")
+    __slots__ = (
+        "_children",
+        "_effective",
+        "_oversubscribed",
+        "_own",
+        "_path",
+        "_root",
+        "_usage",
+        "scopes",
+    )
 
     scopes: Mapping[str, Scope]
+    _effective: Mapping[str, Mapping[str, int]]
+    _oversubscribed: Mapping[str, tuple[str, ...]]
 
     def __init__(
         self,
@@ -53,6 +74,8 @@ class QuotaTree:
         usage: dict[str, dict[str, int]],
         own: dict[str, dict[str, int]],
         root: dict[str, int],
+        effective: tuple[Mapping[str, Mapping[str, int]], Mapping[str, tuple[str, ...]]]
+        | None = None,
     ) -> None:
         """Internal: use ``QuotaTree.build`` or ``copy``."""
         self.scopes = scopes
@@ -61,6 +84,10 @@ class QuotaTree:
         self._usage = usage
         self._own = own
         self._root = root
+        if effective is None:
+            self.recompute_guarantees()
+        else:
+            self._effective, self._oversubscribed = effective
 
     @classmethod
     def build(cls, scopes: Sequence[Scope]) -> QuotaTree:
@@ -91,7 +118,38 @@ class QuotaTree:
             usage={k: dict(v) for k, v in self._usage.items()},
             own={k: dict(v) for k, v in self._own.items()},
             root=dict(self._root),
+            effective=(self._effective, self._oversubscribed),
         )
+
+    def recompute_guarantees(self) -> None:
+        """Work out every scope's effective guarantee ``G`` and oversubscribed resources from
+        ``scopes`` and the children, bottom-up (see the module docstring).
+
+        ``build`` calls it; whoever changes the scopes of a tree (their guarantees or their
+        parents) calls it again, so that no decision reads a stale ``G``. O(scopes × resources).
+        """
+        effective: dict[str, Mapping[str, int]] = {}
+        oversubscribed: dict[str, tuple[str, ...]] = {}
+        order: list[str] = []  # parents before children
+        stack = list(self._children[None])
+        while stack:
+            sid = stack.pop()
+            order.append(sid)
+            stack.extend(self._children[sid])
+        for sid in reversed(order):  # children before parents
+            kids = self._children[sid]
+            summed: dict[str, int] = {}
+            for kid in kids:
+                for r, a in effective[kid].items():
+                    summed[r] = summed.get(r, 0) + a
+            guarantee = self.scopes[sid].guarantee
+            g = {**summed, **guarantee}
+            effective[sid] = MappingProxyType({r: a for r, a in sorted(g.items()) if a})
+            oversubscribed[sid] = tuple(
+                r for r in sorted(guarantee) if kids and guarantee[r] < summed.get(r, 0)
+            )
+        self._effective = MappingProxyType(effective)
+        self._oversubscribed = MappingProxyType(oversubscribed)
 
     def __contains__(self, scope_id: object) -> bool:
         """Whether the tree knows ``scope_id``."""
@@ -128,6 +186,25 @@ class QuotaTree:
     def total_usage(self) -> Mapping[str, int]:
         """Usage of all admitted work (the virtual root), as a live read-only view."""
         return MappingProxyType(self._root)
+
+    def effective_guarantee(self, scope_id: str) -> Mapping[str, int]:
+        """``G(scope_id)``, positive entries only (absent = 0), read-only. O(1)."""
+        try:
+            return self._effective[scope_id]
+        except KeyError:
+            raise _unknown(scope_id) from None
+
+    @property
+    def effective_guarantees(self) -> Mapping[str, Mapping[str, int]]:
+        """Every scope's ``G`` by scope id, for the per-decision loops (read-only)."""
+        return self._effective
+
+    def oversubscribed(self, scope_id: str) -> tuple[str, ...]:
+        """Resources whose set guarantee is below the children's summed ``G``, by name."""
+        try:
+            return self._oversubscribed[scope_id]
+        except KeyError:
+            raise _unknown(scope_id) from None
 
     @property
     def usages(self) -> Mapping[str, Mapping[str, int]]:
@@ -172,8 +249,8 @@ class QuotaTree:
         _add(self._root, live, -1)
 
     def borrowed(self, scope_id: str) -> dict[str, int]:
-        """Usage above guarantee per resource, positive entries only (absent guarantee = 0)."""
-        guarantee = self._scope(scope_id).guarantee
+        """Usage above the effective guarantee ``G`` per resource, positive entries only."""
+        guarantee = self.effective_guarantee(scope_id)
         return {
             r: u - guarantee.get(r, 0)
             for r, u in sorted(self._usage[scope_id].items())
@@ -200,6 +277,8 @@ class QuotaTree:
             weight=s.weight,
             at_limit=self.at_limit(scope_id),
             workload_count=workload_count,
+            effective_guarantee=dict(self._effective[scope_id]),
+            oversubscribed=self._oversubscribed[scope_id],
         )
 
     def statuses(self, workload_counts: Mapping[str, int]) -> tuple[ScopeStatus, ...]:

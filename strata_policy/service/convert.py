@@ -318,7 +318,7 @@ def fill_result(out: pb.WorkloadResult, r: model.WorkloadResult) -> None:
 
 
 def scope_status_to_proto(s: model.ScopeStatus) -> pb.ScopeStatus:
-    """A scope's status."""
+    """A scope's status (with its effective guarantee and oversubscribed resources)."""
     return pb.ScopeStatus(
         id=s.id,
         parent_id=s.parent_id,
@@ -330,6 +330,8 @@ def scope_status_to_proto(s: model.ScopeStatus) -> pb.ScopeStatus:
         weight=s.weight,
         at_limit=s.at_limit,
         workload_count=s.workload_count,
+        effective_guarantee=s.effective_guarantee,
+        oversubscribed=s.oversubscribed,
     )
 
 

@@ -12,9 +12,10 @@ a test checks that every name a rule uses is exported):
 ``strata_reclaims_total{satisfiable}``       Reclaim answers, ``"true"``/``"false"``
 ``strata_reclaim_victims_total{reason}``     victims named, by ``VictimReason``
 ``strata_scope_usage{cluster,scope,resource}``       usage of the scope's subtree
-``strata_scope_guarantee{cluster,scope,resource}``   guarantee
+``strata_scope_guarantee{cluster,scope,resource}``   guarantee as set
+``strata_scope_effective_guarantee{...}``            ``G``: as set, else the children's sum
 ``strata_scope_limit{cluster,scope,resource}``       limit (absent = unlimited: no series)
-``strata_scope_borrowed{cluster,scope,resource}``    usage above every guarantee on the path
+``strata_scope_borrowed{cluster,scope,resource}``    usage above the effective guarantee
 ``strata_scope_at_limit{cluster,scope,resource}``    1 when usage ≥ limit, else 0
 ``strata_cluster_generation{cluster}``       generation; also ``_nodes``, ``_workloads``
 ==========================================  =========================================
@@ -74,9 +75,13 @@ class ScopeCollector(Collector):
             name: GaugeMetricFamily(f"strata_scope_{name}", doc, labels=SCOPE_LABELS)
             for name, doc in (
                 ("usage", "Usage of the scope's subtree, in base units."),
-                ("guarantee", "The scope's guarantee, in base units."),
+                ("guarantee", "The scope's guarantee as set, in base units."),
+                (
+                    "effective_guarantee",
+                    "The guarantee the rules use: as set, else the children's sum, else 0.",
+                ),
                 ("limit", "The scope's limit, in base units (no series = unlimited)."),
-                ("borrowed", "Usage above every guarantee on the scope's path."),
+                ("borrowed", "Usage above the scope's effective guarantee."),
                 ("at_limit", "1 when the scope's usage has reached its limit, else 0."),
             )
         }
@@ -93,7 +98,7 @@ class ScopeCollector(Collector):
             clusters["nodes"].add_metric([cluster_id], info.node_count)
             clusters["workloads"].add_metric([cluster_id], info.workload_count)
             for s in info.scopes:
-                for name in ("usage", "guarantee", "limit", "borrowed"):
+                for name in ("usage", "guarantee", "effective_guarantee", "limit", "borrowed"):
                     for resource, amount in getattr(s, name).items():
                         families[name].add_metric([cluster_id, s.id, resource], amount)
                 for resource, limit in s.limit.items():
