@@ -1,4 +1,4 @@
-"""Imports point one way: model ← quota ← state ← policy ← engine ← service ← cli."""
+"""Imports point one way: model ← quota ← state ← policy ← capacity ← engine ← service ← cli."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "strata_policy"
-LAYERS = ["model", "quota", "state", "policy", "engine", "service", "cli"]
+LAYERS = ["model", "quota", "state", "policy", "capacity", "engine", "service", "cli"]
 LAYER_OF = {
     "model": "model",
     "errors": "model",
     "quota": "quota",
     "state": "state",
     "policy": "policy",
+    "capacity": "capacity",
     "engine": "engine",
     "usecases": "engine",
     "service": "service",

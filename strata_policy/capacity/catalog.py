@@ -52,6 +52,20 @@ class NodeGroup:
         )
 
 
+def added_nodes(
+    groups: Sequence[NodeGroup], scale_up: Sequence[tuple[str, Sequence[str]]]
+) -> list[Node]:
+    """The nodes a scale-up adds, from ``(group id, node ids)`` pairs, in that order: each is
+    its group's template under the new id, carrying the group label."""
+    by_id = {g.id: g for g in groups}
+    out = []
+    for gid, node_ids in scale_up:
+        g = by_id[gid]
+        for nid in node_ids:
+            out.append(g.new_node(int(nid[len(g.template.id) :])))
+    return out
+
+
 def group_counts(nodes: Sequence[Node]) -> dict[str, int]:
     """Nodes per value of the group label."""
     counts: dict[str, int] = {}
@@ -66,15 +80,14 @@ def validate_catalog(
     groups: Sequence[NodeGroup],
     nodes: Sequence[Node],
     resources: Sequence[str],
-    pending: Sequence[Workload] = (),
 ) -> None:
     """Raise for a catalog no plan can be built on; see the module docstring.
 
     ``resources`` are the resource names the cluster knows (its nodes' columns plus what its
     workloads request): a template naming another one is ``unknown resource``. A template that
     no workload of the cluster or of the request could ever use (it fits none of them) is
-    rejected too: it can only be a mistake in the catalog (when there is no workload at all,
-    every template is accepted).
+    rejected: an empty or unschedulable template, or GPUs of no named model, could never be
+    used (a template today's workloads do not fit is fine: a catalog outlives its workloads).
     """
     if len(groups) > MAX_NODE_GROUPS:
         raise SizeLimitExceeded("max_node_groups", len(groups), MAX_NODE_GROUPS)
@@ -88,14 +101,6 @@ def validate_catalog(
         if g.id in seen:
             bad.append(FieldViolation(f"{at}.id", f"duplicate node group {g.id!r}"))
         seen.add(g.id)
-    if not bad and pending:
-        for i, g in enumerate(groups):
-            if not any(_could_hold(g.template, w) for w in pending):
-                bad.append(
-                    FieldViolation(
-                        f"node_groups[{i}].template", "no workload of the cluster could use it"
-                    )
-                )
     if bad:
         raise InvalidArgument(bad)
 
@@ -135,7 +140,11 @@ def _group_violations(
     if g.template.capacity.get(GPU, 0) % MILLI_PER_GPU:
         bad.append(FieldViolation(f'{at}.template.capacity["gpu"]', "must be a multiple of 1000"))
     if not any(v > 0 for v in g.template.capacity.values()):
-        bad.append(FieldViolation(f"{at}.template.capacity", "must not be empty"))
+        bad.append(FieldViolation(f"{at}.template.capacity", "empty: no workload could use it"))
+    if g.template.unschedulable:
+        bad.append(FieldViolation(f"{at}.template.unschedulable", "no workload could use it"))
+    if g.template.capacity.get(GPU, 0) and not g.template.gpu_model:
+        bad.append(FieldViolation(f"{at}.template.gpu_model", "a GPU template names its model"))
     return bad
 
 

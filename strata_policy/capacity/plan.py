@@ -94,6 +94,10 @@ class CapacityPlan:
     placements: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Pending workload id → node id per replica, as the plan places it (new nodes included)."""
 
+    def added_node_ids(self) -> tuple[str, ...]:
+        """The scale-up's new nodes, in the order a client appends them to its snapshot."""
+        return tuple(nid for s in self.scale_up for nid in s.node_ids)
+
 
 @dataclass(frozen=True, slots=True)
 class PlanOptions:

@@ -56,7 +56,7 @@ def plan_capacity(
     placed_running = [rw for rw in running if rw.placed]
     everything = [rw.workload for rw in running] + list(workloads)
     resources = set(state.matrix.resources) | {r for w in everything for r in w.request}
-    validate_catalog(groups, state.nodes, sorted(resources), everything)
+    validate_catalog(groups, state.nodes, sorted(resources))
     counts = group_counts(state.nodes)
     sizes = {g.id: counts.get(g.id, 0) for g in groups}
 
@@ -83,6 +83,7 @@ def plan_capacity(
     by_id = {rw.workload.id: rw for rw in running}
     for w, o in zip(pending, outcomes, strict=True):
         if o.placed:
+            scratch.allocate(matrix, w.request, o.placements)  # place_batch does not commit
             planned[w.id] = tuple(p.node_id for p in o.placements)
             pinned.update(planned[w.id])
             rw = RunningWorkload(
