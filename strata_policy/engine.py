@@ -27,6 +27,7 @@ from typing import Protocol, TypeVar
 
 import structlog
 
+from strata_policy.capacity import CapacityPlan, NodeGroup, PlanOptions
 from strata_policy.errors import ClusterNotFound, GenerationConflict, InvalidArgument
 from strata_policy.model import (
     BatchResult,
@@ -47,7 +48,7 @@ from strata_policy.state import validate
 from strata_policy.state.changes import Change, ChangeKind, Delta, apply_delta
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.store import Limits, Store
-from strata_policy.usecases import batch, reclaim
+from strata_policy.usecases import batch, plan, reclaim
 from strata_policy.usecases.requests import check_new_workloads
 
 log = structlog.get_logger("strata.engine")
@@ -367,6 +368,21 @@ class Engine:
         if self.observer is not None:
             self.observer.observe_reclaim(result)
         return result
+
+    def plan_capacity(
+        self,
+        cluster_id: str,
+        groups: Sequence[NodeGroup],
+        workloads: Sequence[Workload] = (),
+        *,
+        options: PlanOptions | None = None,
+    ) -> tuple[int, CapacityPlan]:
+        """A capacity plan (DESIGN §8) and the generation it was made at; always a dry run."""
+        _cluster_id(cluster_id)
+        self.limits.check_batch(len(workloads), _replicas(workloads))
+        with self.store.slot(cluster_id) as slot:
+            state = slot.require(cluster_id)
+            return state.generation, plan.plan(state, groups, workloads, options or PlanOptions())
 
     # --- replay --------------------------------------------------------------------------
 

@@ -40,7 +40,11 @@ from strata_policy.service.status import abort
 
 OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 READ_ONLY_METHODS = frozenset(
-    {"/strata.policy.v1.PolicyService/GetCluster", "/strata.policy.v1.PolicyService/ListClusters"}
+    {
+        "/strata.policy.v1.PolicyService/GetCluster",
+        "/strata.policy.v1.PolicyService/ListClusters",
+        "/strata.policy.v1.PolicyService/PlanCapacity",  # always a dry run: read access
+    }
 )
 # Methods that name no cluster: any token may call them, and the answer lists only the clusters
 # its grant allows (``_listing``), so a token never learns another tenant's cluster ids.
