@@ -53,13 +53,16 @@ def demand(workloads: Sequence[Workload]) -> tuple[dict[str, int], dict[frozense
     """Per resource, and per GPU model set, the totals of ``workloads``."""
     per_resource: dict[str, int] = {}
     per_models: dict[frozenset[str], int] = {}
+    get = per_resource.get
     for w in workloads:
+        k = w.replicas
         for r, amount in w.request.items():
-            per_resource[r] = per_resource.get(r, 0) + amount * w.replicas
-        models = w.gpu_models
-        gpu = w.request.get(GPU, 0) * w.replicas
-        if models and gpu:
-            per_models[models] = per_models.get(models, 0) + gpu
+            per_resource[r] = get(r, 0) + amount * k
+        if w.gpu_model:  # the common case (no model) skips building the set
+            models = w.gpu_models
+            gpu = w.request.get(GPU, 0) * k
+            if models and gpu:
+                per_models[models] = per_models.get(models, 0) + gpu
     return per_resource, per_models
 
 

@@ -80,10 +80,12 @@ def validate_catalog(
     groups: Sequence[NodeGroup],
     nodes: Sequence[Node],
     resources: Sequence[str],
+    counts: Mapping[str, int] | None = None,
 ) -> None:
     """Raise for a catalog no plan can be built on; see the module docstring.
 
-    ``resources`` are the resource names the cluster knows (its nodes' columns plus what its
+    ``counts`` are ``group_counts(nodes)`` when the caller has them. ``resources`` are the
+    resource names the cluster knows (its nodes' columns plus what its
     workloads request): a template naming another one is ``unknown resource``. A template that
     no workload of the cluster or of the request could ever use (it fits none of them) is
     rejected: an empty or unschedulable template, or GPUs of no named model, could never be
@@ -92,7 +94,7 @@ def validate_catalog(
     if len(groups) > MAX_NODE_GROUPS:
         raise SizeLimitExceeded("max_node_groups", len(groups), MAX_NODE_GROUPS)
     known = set(resources) | set(RESERVED)
-    counts = group_counts(nodes)
+    counts = group_counts(nodes) if counts is None else counts
     seen: set[str] = set()
     bad: list[FieldViolation] = []
     for i, g in enumerate(groups):
@@ -148,7 +150,7 @@ def _group_violations(
     return bad
 
 
-def _could_hold(template: Node, w: Workload) -> bool:
+def could_hold(template: Node, w: Workload) -> bool:
     """Whether one replica of ``w`` fits an empty node of ``template`` (labels, model,
     every resource; a GPU share needs one device)."""
     for key, value in w.node_selector.items():

@@ -16,9 +16,9 @@ snapshot order — Karpenter's order of emptiness before single-node consolidati
 3. An action that would leave an effective guarantee less backed than before (the
    GUARANTEE_BACKED shortfall grows somewhere) is undone and the node kept.
 
-At most ``budget`` nodes are named; a group never goes below ``min_count`` or above
-``max_count``. A plan never moves a non-preemptible replica, never drops one, keeps every
-gang whole (each replica moves or the node stays) and keeps spread.
+At most ``budget`` nodes are named, out of the first ``max_candidates`` tried; a group never
+goes below ``min_count`` or above ``max_count``. A plan never moves a non-preemptible replica,
+never drops one, keeps every gang whole (each replica moves or the node stays) and keeps spread.
 """
 
 from __future__ import annotations
@@ -26,10 +26,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from strata_policy.capacity import checks, scratch
-from strata_policy.capacity.catalog import GROUP_LABEL, NodeGroup
+from strata_policy.capacity.catalog import GROUP_LABEL, NodeGroup, could_hold
+from strata_policy.capacity.estimate import how_many
 from strata_policy.capacity.plan import CapacityCheck, Consolidation, ConsolidationAction, Move
-from strata_policy.model import HOSTNAME_KEY, Node, Placement, RunningWorkload
+from strata_policy.model import HOSTNAME_KEY, Node, Placement, RunningWorkload, Workload
+from strata_policy.model.resources import GPU, MILLI_PER_GPU
 from strata_policy.policy.placement import PlacementOptions, place_one
 from strata_policy.quota import QuotaTree
 from strata_policy.state.nodes import NodeMatrix
@@ -43,6 +47,7 @@ class Consolidated:
     running: dict[str, RunningWorkload] = field(default_factory=dict)
     new_nodes: list[tuple[NodeGroup, Node]] = field(default_factory=list)
     removed: set[str] = field(default_factory=set)
+    most_free: np.ndarray | None = None  # ``_could_move``'s cache; None after every change
 
 
 def consolidate(
@@ -55,6 +60,7 @@ def consolidate(
     options: PlacementOptions,
     budget: int,
     next_id: dict[str, int],
+    max_candidates: int = 100,
 ) -> Consolidated:
     """Consolidate on ``matrix`` (a scratch matrix: changed in place); see the module docs.
 
@@ -65,21 +71,32 @@ def consolidate(
     by_id = {g.id: g for g in groups}
     sizes = dict(counts)
     on: dict[str, list[RunningWorkload]] = {}
+    replicas: dict[str, int] = {}
+    blocked_by: set[str] = set()  # nodes running a non-preemptible replica
     for rw in running:
-        for p in {p.node_id for p in rw.placements}:
-            on.setdefault(p, []).append(rw)
+        last = ""
+        keep = not rw.workload.preemptible
+        for p in rw.placements:
+            nid = p.node_id
+            replicas[nid] = replicas.get(nid, 0) + 1
+            if nid != last:
+                found = on.get(nid)
+                if found is None:
+                    on[nid] = [rw]
+                elif found[-1] is not rw:
+                    found.append(rw)
+                last = nid
+                if keep:
+                    blocked_by.add(nid)
     before = _shortfall(checks.guarantee_backed(matrix, tree, running))
     candidates = []
     for n, nd in enumerate(matrix.nodes):
         group = by_id.get(nd.labels.get(GROUP_LABEL, ""))
-        here = on.get(nd.id, [])
-        if group is None or nd.unschedulable or nd.id in pinned:
+        nid = nd.id
+        if group is None or nd.unschedulable or nid in pinned or nid in blocked_by:
             continue
-        if any(not rw.workload.preemptible for rw in here):
-            continue
-        replicas = sum(1 for rw in here for p in rw.placements if p.node_id == nd.id)
-        candidates.append((replicas, -group.price_per_hour, n, group))
-    for _, _, n, group in sorted(candidates, key=lambda c: c[:3]):
+        candidates.append((replicas.get(nid, 0), -group.price_per_hour, n, group))
+    for _, _, n, group in sorted(candidates, key=lambda c: c[:3])[:max_candidates]:
         if len(out.actions) >= budget:
             break
         nd = matrix.nodes[n]
@@ -94,7 +111,9 @@ def consolidate(
         after = _shortfall(checks.guarantee_backed(matrix, tree, list(out.running.values())))
         if any(a > before.get(k, 0) for k, a in after.items()):
             _undo(matrix, action, out)
+            out.most_free = None
             continue
+        out.most_free = None
         out.actions.append(action.value)
         out.removed.add(nd.id)
         sizes[group.id] -= 1
@@ -128,6 +147,8 @@ def _remove(
     group: NodeGroup,
 ) -> _Done | None:
     node_id = matrix.nodes[n].id
+    if not _could_move(matrix, current, out):
+        return None
     for rw in current:
         scratch.unallocate(matrix, rw.workload.request, _on(rw, node_id))
     blocked = scratch.block(matrix, n)
@@ -165,6 +186,53 @@ def _remove(
     for rw in new:
         out.running[rw.workload.id] = rw
     return _Done(value, n, blocked, current, new)
+
+
+def _could_move(matrix: NodeMatrix, current: list[RunningWorkload], out: Consolidated) -> bool:
+    """A cheap necessary condition: every replica's request is at most the most any
+    schedulable node has free, resource by resource (saves the kernel call that would fail).
+    The column maxima are kept on ``out`` until an action changes the matrix."""
+    if not current:
+        return True
+    if not matrix.schedulable.any():
+        return False
+    if out.most_free is None:
+        out.most_free = matrix.free[matrix.schedulable].max(axis=0)
+    most = out.most_free
+    for rw in current:
+        for r, amount in rw.workload.request.items():
+            col = matrix.resource_index.get(r)
+            if amount > (int(most[col]) if col is not None else 0):
+                return False
+    return True
+
+
+def fresh_fit(fresh: Node, workloads: Sequence[Workload]) -> list[tuple[int, ...]] | None:
+    """Device indices for one replica of each of ``workloads`` on the empty node ``fresh``, in
+    order (whole GPUs take the lowest fully free devices, a share the fullest device it fits:
+    best fit), or None when they do not all fit (labels, model and every resource checked)."""
+    free = dict(fresh.capacity)
+    devices = [MILLI_PER_GPU] * fresh.gpu_devices
+    out: list[tuple[int, ...]] = []
+    for w in workloads:
+        if not could_hold(fresh, w) or how_many(free, devices, w.request, 1) < 1:
+            return None
+        for r, amount in w.request.items():
+            free[r] = free.get(r, 0) - amount
+        gpu = w.request.get(GPU, 0)
+        if gpu >= MILLI_PER_GPU:
+            take = [d for d, left in enumerate(devices) if left == MILLI_PER_GPU]
+            take = take[: gpu // MILLI_PER_GPU]
+            for d in take:
+                devices[d] = 0
+            out.append(tuple(take))
+        elif gpu > 0:
+            d = min((left, d) for d, left in enumerate(devices) if left >= gpu)[1]
+            devices[d] -= gpu
+            out.append((d,))
+        else:
+            out.append(())
+    return out
 
 
 def _on(rw: RunningWorkload, node_id: str) -> list[Placement]:
@@ -223,16 +291,8 @@ def _replace(
             for rw, _ in items
         ):
             continue
-        single = NodeMatrix.from_nodes([fresh])
-        moving = [scratch.one_replica(rw.workload) for rw, _ in items]
-        outcomes = []
-        for w in moving:  # one by one, each seeing the earlier ones
-            o = place_one(single, w, options)
-            if not o.placed:
-                break
-            scratch.allocate(single, w.request, o.placements)
-            outcomes.append(o)
-        if len(outcomes) != len(moving):
+        devices = fresh_fit(fresh, [rw.workload for rw, _ in items])
+        if devices is None:
             continue
         next_id[g.id] = next_id.get(g.id, 0) + 1
         for rw in current:
@@ -242,8 +302,8 @@ def _replace(
             rw.workload.id: list(rw.placements) for rw in current
         }
         moves = []
-        for (rw, i), o in zip(items, outcomes, strict=True):
-            new_by_id[rw.workload.id][i] = o.placements[0]
+        for (rw, i), devs in zip(items, devices, strict=True):
+            new_by_id[rw.workload.id][i] = Placement(fresh.id, devs)
             moves.append(Move(rw.workload.id, fresh.id))
         new = [
             RunningWorkload(rw.workload, tuple(new_by_id[rw.workload.id]), rw.admitted_at_ms)

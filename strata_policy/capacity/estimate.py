@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from strata_policy.capacity.bound import LpResult, value_of
-from strata_policy.capacity.catalog import NodeGroup, _could_hold
+from strata_policy.capacity.catalog import NodeGroup, could_hold
 from strata_policy.model import Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU, Resources
 
@@ -64,10 +64,10 @@ def fill(group: NodeGroup, classes: Sequence[_Class]) -> list[int]:
     out = [0] * len(classes)
     for i, c in enumerate(classes):
         w = c.exemplar
-        if c.left <= 0 or not _could_hold(template, w):
+        if c.left <= 0 or not could_hold(template, w):
             continue
         limit = 1 if w.spread_key else c.left
-        k = min(limit, _how_many(free, devices, w.request, limit))
+        k = min(limit, how_many(free, devices, w.request, limit))
         if k <= 0:
             continue
         for r, amount in w.request.items():
@@ -77,7 +77,7 @@ def fill(group: NodeGroup, classes: Sequence[_Class]) -> list[int]:
     return out
 
 
-def _how_many(free: dict[str, int], devices: list[int], req: Resources, limit: int) -> int:
+def how_many(free: dict[str, int], devices: list[int], req: Resources, limit: int) -> int:
     """How many replicas of ``req`` (at most ``limit``) fit ``free`` and ``devices``."""
     k = limit
     for r, amount in req.items():

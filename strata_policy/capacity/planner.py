@@ -32,7 +32,7 @@ from strata_policy.capacity.catalog import GROUP_LABEL, NodeGroup, group_counts,
 from strata_policy.capacity.consolidate import consolidate
 from strata_policy.capacity.estimate import estimate
 from strata_policy.capacity.plan import CapacityPlan, PlanOptions, ScaleUp, Unplaceable
-from strata_policy.model import Node, Reason, RunningWorkload, Workload
+from strata_policy.model import Node, Placement, Reason, RunningWorkload, Workload
 from strata_policy.policy.placement import PlacementOptions, PlacementOutcome, place_batch
 from strata_policy.quota.check import check_admit
 from strata_policy.state.cluster import ClusterState
@@ -56,8 +56,8 @@ def plan_capacity(
     placed_running = [rw for rw in running if rw.placed]
     everything = [rw.workload for rw in running] + list(workloads)
     resources = set(state.matrix.resources) | {r for w in everything for r in w.request}
-    validate_catalog(groups, state.nodes, sorted(resources))
     counts = group_counts(state.nodes)
+    validate_catalog(groups, state.nodes, sorted(resources), counts)
     sizes = {g.id: counts.get(g.id, 0) for g in groups}
 
     tree = state.tree.copy()
@@ -101,7 +101,7 @@ def plan_capacity(
     if options.consolidate and groups:
         done = consolidate(
             matrix, now_running, groups, sizes, pinned, state.tree,
-            options.placement, options.budget, next_id,
+            options.placement, options.budget, next_id, options.max_candidates,
         )  # fmt: skip
         actions, removed, replacements = done.actions, done.removed, done.new_nodes
         now_running = list(done.running.values())
@@ -109,7 +109,7 @@ def plan_capacity(
     final_nodes = [nd for nd in matrix.nodes if nd.id not in removed]
     final_nodes += [nd for _, nd in replacements]
     found = []
-    if options.checks:
+    if options.checks and checks.holders(state.tree):
         after = scratch.build(final_nodes, now_running)
         found = checks.guarantee_backed(after, state.tree, now_running, pending)
         found += checks.n_plus_one(after, state.tree, now_running)
@@ -157,14 +157,14 @@ def _scale_up(
             for _ in range(o.count):
                 new_nodes.append((g, _fresh(g, taken, next_id)))
         new_nodes = _ordered(new_nodes)
-        matrix = scratch.build([*state.nodes, *(nd for _, nd in new_nodes)], running)
+        matrix = scratch.extend(state.matrix, [nd for _, nd in new_nodes])
         outcomes = place_batch(matrix, pending, place)
     if new_nodes:
         used = {p.node_id for o in outcomes for p in o.placements}
         kept = [(g, nd) for g, nd in new_nodes if nd.id in used]
         kept = _drop_spare(kept, pending, outcomes, place)
         if len(kept) < len(new_nodes):
-            trimmed = scratch.build([*state.nodes, *(nd for _, nd in kept)], running)
+            trimmed = scratch.extend(state.matrix, [nd for _, nd in kept])
             again = place_batch(trimmed, pending, place)
             if sum(o.placed for o in again) >= sum(o.placed for o in outcomes):
                 new_nodes, outcomes, matrix = kept, again, trimmed
@@ -177,29 +177,46 @@ def _drop_spare(
     outcomes: list[PlacementOutcome],
     place: PlacementOptions,
 ) -> list[tuple[NodeGroup, Node]]:
-    """Drop new nodes the rest can do without: the dearest first (then the emptiest, then by
-    id), a node goes when what landed on the new nodes still places on the others alone. A
-    greedy estimate can open a cheap node that a dearer one's spare room makes unnecessary;
-    this pass removes it. Judged on the new nodes only (cheap); the caller re-places
-    everything and keeps the result only if nothing is lost. At most ``_DROP_TRIES`` tries."""
+    """Drop new nodes the others can do without: the dearest first (then the emptiest, then by
+    id), a node goes when what landed on it places on the other new nodes' free room. A greedy
+    estimate can open a cheap node that a dearer one's spare room makes unnecessary; this pass
+    removes it. Judged on the new nodes alone (cheap); the caller re-places everything and
+    keeps the result only if nothing is lost. At most ``_DROP_TRIES`` tries."""
     ids = {nd.id for _, nd in new_nodes}
-    landed = [w for w, o in zip(pending, outcomes, strict=True)
-              if any(p.node_id in ids for p in o.placements)]  # fmt: skip
-    load: dict[str, int] = {}
-    for o in outcomes:
+    small = NodeMatrix.from_nodes([nd for _, nd in new_nodes])
+    on: dict[str, list[tuple[Workload, Placement]]] = {}
+    for w, o in zip(pending, outcomes, strict=True):
         for p in o.placements:
-            load[p.node_id] = load.get(p.node_id, 0) + 1
-    order = sorted(new_nodes, key=lambda gn: (-gn[0].price_per_hour, load.get(gn[1].id, 0),
-                                                gn[1].id))  # fmt: skip
-    kept = list(new_nodes)
-    for cand in order[:_DROP_TRIES]:
-        trial = [gn for gn in kept if gn[1].id != cand[1].id]
-        if not trial:
+            if p.node_id in ids:
+                scratch.allocate(small, w.request, [p])
+                on.setdefault(p.node_id, []).append((w, p))
+    order = sorted(
+        new_nodes, key=lambda gn: (-gn[0].price_per_hour, len(on.get(gn[1].id, ())), gn[1].id)
+    )
+    dropped: set[str] = set()
+    for _, nd in order[:_DROP_TRIES]:
+        here = on.get(nd.id, [])
+        if len(dropped) + 1 >= len(new_nodes) or any(w.replicas > 1 for w, _ in here):
             continue
-        small = NodeMatrix.from_nodes([nd for _, nd in trial])
-        if all(o.placed for o in place_batch(small, landed, place)):
-            kept = trial
-    return kept
+        n = small.index[nd.id]
+        room = small.free.sum(axis=0) - small.free[n]
+        need = [sum(w.request.get(r, 0) for w, _ in here) for r in small.resources]
+        if any(a > int(b) for a, b in zip(need, room.tolist(), strict=True)):
+            continue  # the others' free room cannot hold it even as a sum
+        for w, p in here:
+            scratch.unallocate(small, w.request, [p])
+        blocked = scratch.block(small, n)
+        moving = [w for w, _ in here]
+        found = place_batch(small, moving, place)
+        if all(o.placed for o in found):
+            for w, o in zip(moving, found, strict=True):
+                scratch.allocate(small, w.request, o.placements)
+            dropped.add(nd.id)  # stays blocked: nothing else lands there
+            continue
+        scratch.unblock(small, blocked)
+        for w, p in here:
+            scratch.allocate(small, w.request, [p])
+    return [gn for gn in new_nodes if gn[1].id not in dropped]
 
 
 def _ordered(new_nodes: list[tuple[NodeGroup, Node]]) -> list[tuple[NodeGroup, Node]]:
@@ -270,10 +287,7 @@ def _reasons(
 ) -> tuple[Reason, ...]:
     """Place's reasons for ``w`` over the cluster, the new nodes and one empty node per group."""
     empties = [g.new_node(next_id[g.id]) for g in groups]
-    wider = NodeMatrix.from_nodes([*matrix.nodes, *empties])
-    wider.allocated[: len(matrix)] = matrix.allocated
-    wider.free[: len(matrix)] = matrix.free
-    wider.gpu_free[: len(matrix), : matrix.gpu_free.shape[1]] = matrix.gpu_free
+    wider = scratch.extend(matrix, empties)
     outcome = place_batch(wider, [w], options.placement)[0]
     return outcome.reasons
 

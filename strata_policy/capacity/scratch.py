@@ -28,6 +28,18 @@ def build(nodes: Sequence[Node], running: Sequence[RunningWorkload]) -> NodeMatr
     return matrix
 
 
+def extend(base: NodeMatrix, extra: Sequence[Node]) -> NodeMatrix:
+    """A matrix of ``base``'s nodes (their allocation copied) followed by the empty ``extra``
+    nodes: what ``build`` would give for the same running work, without placing it again."""
+    matrix = NodeMatrix.from_nodes([*base.nodes, *extra])
+    n, width = len(base), base.gpu_free.shape[1]
+    cols = [matrix.resource_index[r] for r in base.resources]
+    matrix.allocated[:n, cols] = base.allocated
+    matrix.free[:n] = matrix.capacity[:n] - matrix.allocated[:n]
+    matrix.gpu_free[:n, :width] = base.gpu_free
+    return matrix
+
+
 def block(matrix: NodeMatrix, n: int) -> Blocked:
     """Take all that is free on node ``n``; returns what ``unblock`` gives back."""
     taken: Blocked = []

@@ -32,12 +32,12 @@ def group_from_proto(m: svc.NodeGroup) -> capacity.NodeGroup:
 
 
 def options_from_proto(m: svc.PlanCapacityRequest) -> capacity.PlanOptions:
-    """The plan's options; policy UNSPECIFIED = MOST_ALLOCATED (packing is what saves)."""
+    """The plan's options; policy UNSPECIFIED = FRAGMENTATION_AWARE (``PlanOptions``)."""
     fragmentation = m.fragmentation if m.HasField("fragmentation") else None
     placement = c.options_from_proto(m.policy, m.resource_weights, 0, fragmentation)
     if not m.policy:
         placement = PlacementOptions(
-            policy=Policy.MOST_ALLOCATED,
+            policy=Policy.FRAGMENTATION_AWARE,
             resource_weights=placement.resource_weights,
             task_types=placement.task_types,
             coverage=placement.coverage,

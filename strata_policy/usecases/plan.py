@@ -8,6 +8,7 @@ live state under the cluster's lock (it copies what it simulates on).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from strata_policy.capacity import CapacityPlan, NodeGroup, PlanOptions, plan_capacity
 from strata_policy.errors import InvalidArgument
@@ -31,4 +32,6 @@ def plan(
     p = options.placement
     validate.check(validate.placement_options(p.resource_weights, p.coverage, p.task_types))
     check_new_workloads(state, workloads, "workloads")
+    if p.task_mix is None and not p.task_types:  # FGD measures against the cluster's mix
+        options = replace(options, placement=replace(p, task_mix=state.task_mix))
     return plan_capacity(state, groups, workloads, options)
