@@ -11,8 +11,8 @@ every replica of a workload with no holder, is *borrowed*.
 
 **GUARANTEE_BACKED** (a packing, not a sum): on the schedulable nodes, with every preemptible
 borrowed replica gone (reclaim would take them), each holder in id order places the part of
-its ``G`` its within-guarantee replicas do not already use, as replicas of its *unit*: the
-request of its largest workload (by GPU, then CPU, then memory, running or pending), restricted
+its ``G`` its running replicas do not already use (``G − min(G, usage)``, per resource), as
+replicas of its *unit*: the request of its largest workload (by GPU, then CPU, then memory, running or pending), restricted
 to the resources ``G`` names; with no workload, one GPU device and its share of the rest (or
 ``G`` cut into as few pieces as fit the largest node). What cannot be placed is ``short``.
 Units placed stay, so two holders never count the same free capacity.
@@ -119,8 +119,17 @@ def guarantee_backed(
         if h is not None and (h not in biggest or _size(w) > _size(biggest[h])):
             biggest[h] = w
     out: list[CapacityCheck] = []
+    in_use: dict[str, dict[str, int]] = {}  # every placed replica of the holder's scopes
+    for rw in running:
+        h = owner.get(rw.workload.scope_id)
+        if h is not None and rw.placed:
+            total = in_use.setdefault(h, {})
+            for r, a in rw.workload.total.items():
+                total[r] = total.get(r, 0) + a
     for h in sorted(set(owner.values())):
-        want = {r: a - used.get(h, {}).get(r, 0) for r, a in g[h].items()}
+        held = in_use.get(h, {})
+        want = {r: a - max(used.get(h, {}).get(r, 0), min(a, held.get(r, 0)))
+                for r, a in g[h].items()}  # fmt: skip
         want = {r: a for r, a in want.items() if a > 0}
         if not want:
             continue
