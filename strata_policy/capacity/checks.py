@@ -12,9 +12,10 @@ every replica of a workload with no holder, is *borrowed*.
 **GUARANTEE_BACKED** (a packing, not a sum): on the schedulable nodes, with every preemptible
 borrowed replica gone (reclaim would take them), each holder in id order places the part of
 its ``G`` its running replicas do not already use (``G − min(G, usage)``, per resource), as
-replicas of its *unit*: the request of its largest workload (by GPU, then CPU, then memory, running or pending), restricted
-to the resources ``G`` names; with no workload, one GPU device and its share of the rest (or
-``G`` cut into as few pieces as fit the largest node). What cannot be placed is ``short``.
+replicas of its *unit*: the request of its largest workload (by GPU, then CPU, then memory,
+running or pending), restricted to the resources ``G`` names; with no workload, one GPU device
+and its share of the rest (or ``G`` cut into as few pieces as fit the largest node). What
+cannot be placed is ``short``.
 Units placed stay, so two holders never count the same free capacity.
 
 **N_PLUS_ONE**: for each node, and each value of ``topology.kubernetes.io/zone``, the
