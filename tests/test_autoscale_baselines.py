@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from capacity_kit import state_of
+
 from strata_policy.simulate import autoscale
 from strata_policy.simulate.autoscale_catalog import day_catalog, price_of, synthetic_day
 from strata_policy.simulate.autoscalers import (
