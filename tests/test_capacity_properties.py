@@ -19,7 +19,13 @@ GROUPS = (
     node_group("b", 0.7, cpu=16, memory_gi=64, max_count=3),
     node_group("g", 1.1, cpu=8, memory_gi=32, gpus=2, model="T4", max_count=4),
 )
-POLICIES = (Policy.MOST_ALLOCATED, Policy.LEAST_ALLOCATED, Policy.FIRST_FIT, Policy.BEST_FIT)
+POLICIES = (
+    Policy.MOST_ALLOCATED,
+    Policy.LEAST_ALLOCATED,
+    Policy.FIRST_FIT,
+    Policy.BEST_FIT,
+    Policy.FRAGMENTATION_AWARE,
+)
 
 
 @st.composite

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from strata_policy.engine import Engine
 from strata_policy.service.client import Client, RpcError
+from strata_policy.testing import group_node, node_group, scope, snapshot, workload
 
 GROUP_LABEL = "strata.dev/node-group"
 GI = 1024**3
@@ -93,3 +95,19 @@ def test_unknown_cluster(client: Client) -> None:
     with pytest.raises(RpcError) as err:
         client.call("PlanCapacity", {"clusterId": "nope-nope"})
     assert err.value.code == "NOT_FOUND"
+
+
+def test_engine_plans_admitted_but_unplaced() -> None:
+    """Through the engine: an admitted, unplaced workload is planned for, and planning
+    changes nothing (same generation, same snapshot)."""
+    engine = Engine(clock=lambda: 1_000)
+    engine.push_snapshot("c", snapshot([group_node("n1", "small", 4, 16)], [scope("t")]))
+    engine.admit("c", [workload("a", "t", cpu=3)])
+    before = engine.snapshot("c")
+    generation, plan = engine.plan_capacity(
+        "c", [node_group("small", 0.2, 4, 16)], [workload("b", "t", cpu=3)]
+    )
+    assert generation == before[0]
+    assert engine.snapshot("c") == before
+    assert plan.placements == {"a": ("n1",), "b": ("small-0",)}
+    assert [(s.node_group_id, s.count) for s in plan.scale_up] == [("small", 1)]
