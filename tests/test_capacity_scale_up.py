@@ -99,3 +99,12 @@ def test_new_node_ids_skip_existing() -> None:
     nodes = [group_node("small-0", "small", cpu=1, memory_gi=1)]
     got = plan(nodes, [scope("t")], [SMALL], _cpus(1, cpu=2), consolidate=False)
     assert got.scale_up[0].node_ids == ("small-1",)
+
+
+def test_group_at_max_count_says_so() -> None:
+    """A workload only a full group could hold is unplaceable, naming the group at max_count."""
+    full = node_group("small", 0.2, cpu=4, memory_gi=16, max_count=1)
+    got = plan([], [scope("t")], [full], _cpus(2, cpu=3), consolidate=False)
+    (u,) = got.unplaceable
+    assert u.workload_id == "w1"
+    assert u.reasons[0].message == "fits new nodes of small, at max_count"

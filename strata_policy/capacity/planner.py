@@ -32,8 +32,13 @@ from strata_policy.capacity.catalog import GROUP_LABEL, NodeGroup, group_counts,
 from strata_policy.capacity.consolidate import consolidate
 from strata_policy.capacity.estimate import estimate
 from strata_policy.capacity.plan import CapacityPlan, PlanOptions, ScaleUp, Unplaceable
-from strata_policy.model import Node, Placement, Reason, RunningWorkload, Workload
-from strata_policy.policy.placement import PlacementOptions, PlacementOutcome, place_batch
+from strata_policy.model import Node, Placement, Reason, ReasonCode, RunningWorkload, Workload
+from strata_policy.policy.placement import (
+    PlacementOptions,
+    PlacementOutcome,
+    place_batch,
+    place_one,
+)
 from strata_policy.quota.check import check_admit
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.nodes import NodeMatrix
@@ -81,6 +86,7 @@ def plan_capacity(
     now_running = list(placed_running)
     pinned = {nd.id for _, nd in new_nodes}
     by_id = {rw.workload.id: rw for rw in running}
+    left: list[Workload] = []
     for w, o in zip(pending, outcomes, strict=True):
         if o.placed:
             scratch.allocate(matrix, w.request, o.placements)  # place_batch does not commit
@@ -91,7 +97,8 @@ def plan_capacity(
             )
             now_running.append(rw)
         else:
-            unplaceable.append(Unplaceable(w.id, _reasons(matrix, groups, next_id, w, options)))
+            left.append(w)
+    unplaceable += _reasons(matrix, groups, next_id, left, options)
     for g, _ in new_nodes:
         sizes[g.id] += 1
 
@@ -282,14 +289,27 @@ def _reasons(
     matrix: NodeMatrix,
     groups: Sequence[NodeGroup],
     next_id: dict[str, int],
-    w: Workload,
+    left: Sequence[Workload],
     options: PlanOptions,
-) -> tuple[Reason, ...]:
-    """Place's reasons for ``w`` over the cluster, the new nodes and one empty node per group."""
+) -> list[Unplaceable]:
+    """Place's reasons for each of ``left``, each judged alone (nothing committed) over the
+    cluster after scale-up plus one empty node of every group; one that would fit such a node
+    is short only of the group's room (``max_count``), and says so."""
+    if not left:
+        return []
     empties = [g.new_node(next_id[g.id]) for g in groups]
     wider = scratch.extend(matrix, empties)
-    outcome = place_batch(wider, [w], options.placement)[0]
-    return outcome.reasons
+    group_of = {nd.id: g.id for g, nd in zip(groups, empties, strict=True)}
+    out = []
+    for w in left:
+        outcome = place_one(wider, w, options.placement)
+        reasons = outcome.reasons
+        if outcome.placed:
+            full = sorted({group_of.get(p.node_id, "") for p in outcome.placements} - {""})
+            text = f"fits new nodes of {', '.join(full)}, at max_count" if full else "no room"
+            reasons = (Reason(code=ReasonCode.NODES_UNFIT, message=text),)
+        out.append(Unplaceable(w.id, reasons))
+    return out
 
 
 def _lower_bound(
