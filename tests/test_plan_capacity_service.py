@@ -111,3 +111,11 @@ def test_engine_plans_admitted_but_unplaced() -> None:
     assert engine.snapshot("c") == before
     assert plan.placements == {"a": ("n1",), "b": ("small-0",)}
     assert [(s.node_group_id, s.count) for s in plan.scale_up] == [("small", 1)]
+
+
+def test_negative_disruption_budget(client: Client, cluster_id: str) -> None:
+    """A negative disruption budget is INVALID_ARGUMENT naming the field."""
+    _push(client, cluster_id)
+    with pytest.raises(RpcError) as err:
+        client.call("PlanCapacity", {"clusterId": cluster_id, "disruptionBudget": -1})
+    assert ("disruption_budget", "must be in [0, 10000]") in err.value.violations
