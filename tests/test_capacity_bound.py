@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from capacity_kit import plan
 
-from strata_policy.testing import node_group, scope, workload
+from strata_policy.testing import group_node, node_group, running, scope, workload
 
 
 @pytest.mark.parametrize(
@@ -27,3 +27,13 @@ def test_lower_bound(groups: list, pending: list, lower: float, cost: float) -> 
     got = plan([], [scope("t")], groups, pending, consolidate=False)
     assert got.lower_bound_per_hour == pytest.approx(lower)
     assert got.cost_per_hour == pytest.approx(cost)
+
+
+def test_bound_counts_existing_nodes_by_their_own_shape() -> None:
+    """A group node bigger than its template holds 60 CPUs: the bound is a fraction of that
+    node (0.9375), not 15 template nodes, so it stays below the plan's cost (1.0)."""
+    nodes = [group_node("big-one", "s", cpu=64, memory_gi=16)]
+    run = [running(workload("w", "t", cpu=60, preemptible=False), "big-one")]
+    got = plan(nodes, [scope("t")], [node_group("s", 1.0, cpu=4, memory_gi=16)], running=run)
+    assert got.cost_per_hour == pytest.approx(1.0)
+    assert got.lower_bound_per_hour == pytest.approx(0.9375)

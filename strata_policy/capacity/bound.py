@@ -37,6 +37,7 @@ class GroupColumn:
     gpu_model: str
     lo: float
     hi: float
+    group: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +72,12 @@ def solve(
     per_resource: Mapping[str, int],
     per_models: Mapping[frozenset[str], int],
     fixed: Sequence[Node] = (),
+    floors: Mapping[str, float] | None = None,
 ) -> LpResult:
-    """Solve the LP above; an infeasible demand gives ``feasible=False`` and value 0."""
+    """Solve the LP above; an infeasible demand gives ``feasible=False`` and value 0.
+
+    ``floors[g]`` adds the row Σ x_c ≥ floor over the columns of group ``g`` (a group whose
+    nodes are several columns: its existing nodes by shape, and new nodes of its template)."""
     fixed_r: dict[str, int] = {}
     fixed_m: dict[frozenset[str], int] = {}
     for nd in fixed:
@@ -94,6 +99,10 @@ def solve(
                 for c in columns
             ]
             rows.append((models, coeffs, 1.0))
+    demand_rows = len(rows)
+    for g, floor in sorted((floors or {}).items()):
+        if floor > 0:
+            rows.append((g, [1.0 / floor if c.group == g else 0.0 for c in columns], 1.0))
     lo = sum(c.price * c.lo for c in columns)
     if not columns:
         return LpResult(0.0, not rows, {}, {})
@@ -112,7 +121,7 @@ def solve(
     for (
         (key, _, _),
         dual,
-    ) in zip(rows, duals.tolist(), strict=True):
+    ) in zip(rows[:demand_rows], duals.tolist()[:demand_rows], strict=True):
         need = (
             per_resource[key] - fixed_r.get(key, 0)
             if isinstance(key, str)

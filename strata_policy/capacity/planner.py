@@ -325,20 +325,38 @@ def _lower_bound(
     final_nodes: Sequence[Node],
     held: Sequence[Workload],
 ) -> float:
-    """The LP bound over what the plan holds (see ``bound``): each group's count may go from
-    its floor (``min_count``, or fewer if it has fewer now) to its ceiling."""
-    in_group = {g.id for g in groups}
-    fixed = [nd for nd in final_nodes if nd.labels.get(GROUP_LABEL) not in in_group]
+    """The LP bound over what the plan holds (see ``bound``). A group is one column per shape
+    of its nodes after the plan (0 to as many as it has: a node may be bigger or smaller than
+    the template) and one of new template nodes up to its ceiling, ``max(max_count, size)``;
+    together at least its floor, ``min(min_count, size)``. The plan's own counts are a
+    feasible point, so the bound never exceeds its cost."""
+    by_id = {g.id: g for g in groups}
+    fixed: list[Node] = []
+    shapes: dict[tuple[str, str, tuple[tuple[str, int], ...]], int] = {}
+    have: dict[str, int] = {}
+    for nd in final_nodes:
+        gid = nd.labels.get(GROUP_LABEL, "")
+        if gid not in by_id:
+            fixed.append(nd)
+            continue
+        key = (gid, nd.gpu_model, tuple(sorted(nd.capacity.items())))
+        shapes[key] = shapes.get(key, 0) + 1
+        have[gid] = have.get(gid, 0) + 1
     columns = [
-        bound.GroupColumn(
-            g.price_per_hour,
-            g.template.capacity,
-            g.template.gpu_model,
-            float(min(g.min_count, sizes[g.id])),
-            float(max(g.max_count, sizes[g.id])),
-        )
-        for g in groups
+        bound.GroupColumn(by_id[gid].price_per_hour, dict(cap), model, 0.0, float(n), gid)
+        for (gid, model, cap), n in sorted(shapes.items())
     ]
+    floors: dict[str, float] = {}
+    for g in groups:
+        now = have.get(g.id, 0)
+        ceiling = max(g.max_count, sizes[g.id], now)
+        columns.append(
+            bound.GroupColumn(
+                g.price_per_hour, g.template.capacity, g.template.gpu_model, 0.0,
+                float(ceiling - now), g.id,
+            )
+        )  # fmt: skip
+        floors[g.id] = float(min(g.min_count, sizes[g.id], now))
     per_resource, per_models = bound.demand(held)
-    lp = bound.solve(columns, per_resource, per_models, fixed)
+    lp = bound.solve(columns, per_resource, per_models, fixed, floors)
     return lp.value if lp.feasible else 0.0
