@@ -48,6 +48,7 @@ from typing import Protocol, TypeVar
 
 import structlog
 
+from strata_policy.capacity import CapacityPlan, NodeGroup, PlanOptions
 from strata_policy.errors import (
     ClusterNotFound,
     GenerationConflict,
@@ -74,7 +75,7 @@ from strata_policy.state import incremental, validate
 from strata_policy.state.changes import Change, ChangeKind, Delta
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.store import Limits, RequestKey, Store, request_digest
-from strata_policy.usecases import batch, reclaim
+from strata_policy.usecases import batch, plan, reclaim
 from strata_policy.usecases.requests import check_new_workloads
 
 log = structlog.get_logger("strata.engine")
@@ -525,6 +526,21 @@ class Engine:
         if self.observer is not None:
             self.observer.observe_reclaim(result)
         return result
+
+    def plan_capacity(
+        self,
+        cluster_id: str,
+        groups: Sequence[NodeGroup],
+        workloads: Sequence[Workload] = (),
+        *,
+        options: PlanOptions | None = None,
+    ) -> tuple[int, CapacityPlan]:
+        """A capacity plan (DESIGN §8) and the generation it was made at; always a dry run."""
+        validate.check_request_ids(cluster_id, "")
+        self.limits.check_batch(len(workloads), _replicas(workloads))
+        with self.store.slot(cluster_id) as slot:
+            state = slot.require(cluster_id)
+            return state.generation, plan.plan(state, groups, workloads, options or PlanOptions())
 
     # --- replay --------------------------------------------------------------------------
 

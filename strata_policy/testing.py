@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from strata_policy.capacity import GROUP_LABEL, NodeGroup
 from strata_policy.model import Node, Placement, RunningWorkload, Scope, Snapshot, Workload
 from strata_policy.model.resources import CPU, GPU, MEMORY
 
@@ -117,3 +118,35 @@ def snapshot(
 ) -> Snapshot:
     """A snapshot from lists."""
     return Snapshot(tuple(nodes or ()), tuple(scopes or ()), tuple(workloads or ()))
+
+
+def node_group(
+    group_id: str,
+    price: float,
+    cpu: float = 64,
+    memory_gi: float = 256,
+    gpus: int = 0,
+    model: str = "",
+    min_count: int = 0,
+    max_count: int = 100,
+    labels: Mapping[str, str] | None = None,
+    current_count: int | None = None,
+) -> NodeGroup:
+    """A catalog group whose template is ``node(f"{group_id}-", ...)`` at ``price`` per hour."""
+    template = node(f"{group_id}-", cpu, memory_gi, gpus, model, labels)
+    return NodeGroup(group_id, template, price, min_count, max_count, current_count)
+
+
+def group_node(
+    node_id: str,
+    group_id: str,
+    cpu: float = 64,
+    memory_gi: float = 256,
+    gpus: int = 0,
+    model: str = "",
+    labels: Mapping[str, str] | None = None,
+    unschedulable: bool = False,
+) -> Node:
+    """A snapshot node that belongs to catalog group ``group_id`` (its label set)."""
+    tagged = {**(labels or {}), GROUP_LABEL: group_id}
+    return node(node_id, cpu, memory_gi, gpus, model, tagged, unschedulable)

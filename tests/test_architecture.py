@@ -1,4 +1,5 @@
-"""Imports point one way: model ← quota ← state ← policy ← engine ← service ← cli.
+"""Imports point one way: model ← quota ← state ← policy ← capacity ← engine ←
+service ← cli.
 
 ``kube`` is a client of the gRPC API: it may import only itself, ``service.client``, ``model``
 and the generated stubs (``strata.policy``), never the engine's internals or grpc directly.
@@ -13,13 +14,14 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "strata_policy"
-LAYERS = ["model", "quota", "state", "policy", "engine", "service", "cli"]
+LAYERS = ["model", "quota", "state", "policy", "capacity", "engine", "service", "cli"]
 LAYER_OF = {
     "model": "model",
     "errors": "model",
     "quota": "quota",
     "state": "state",
     "policy": "policy",
+    "capacity": "capacity",
     "engine": "engine",
     "usecases": "engine",
     "service": "service",

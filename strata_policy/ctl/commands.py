@@ -14,7 +14,7 @@ from typing import Any
 import click
 import yaml
 
-from strata_policy.ctl import decisions, quota, render
+from strata_policy.ctl import decisions, plan, quota, render
 from strata_policy.ctl.openb import snapshot_from_openb
 from strata_policy.ctl.request_files import Decoded, decode, read_text, top_level_keys
 from strata_policy.ctl.resource_names import check_names
@@ -231,3 +231,4 @@ def import_openb(
 for _command in (decisions.admit, decisions.place, decisions.reclaim, decisions.release):
     ctl.add_command(_command)
 ctl.add_command(quota.quota)
+ctl.add_command(plan.plan)

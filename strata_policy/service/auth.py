@@ -39,7 +39,11 @@ import yaml
 from strata_policy.errors import PermissionDenied
 
 READ_ONLY_METHODS = frozenset(
-    {"/strata.policy.v1.PolicyService/GetCluster", "/strata.policy.v1.PolicyService/ListClusters"}
+    {
+        "/strata.policy.v1.PolicyService/GetCluster",
+        "/strata.policy.v1.PolicyService/ListClusters",
+        "/strata.policy.v1.PolicyService/PlanCapacity",  # always a dry run: read access
+    }
 )
 # Methods that name no cluster: any token may call them, and the answer lists only the clusters
 # its grant allows (``visible_to``), so a token never learns another tenant's cluster ids.

@@ -30,6 +30,7 @@ METHODS = (
     "Place",
     "Release",
     "Reclaim",
+    "PlanCapacity",
 )
 
 POLICIES = tuple(

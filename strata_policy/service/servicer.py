@@ -22,6 +22,7 @@ from strata_policy.engine import Engine
 from strata_policy.errors import InternalError, StrataError
 from strata_policy.model import BatchResult, ColumnarBatch, Workload
 from strata_policy.service import convert as c
+from strata_policy.service import plan_convert as pc
 from strata_policy.service import request_limits as limits
 from strata_policy.service.identity import caller_identity
 from strata_policy.service.results import (
@@ -303,6 +304,18 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             reasons=[c.reason_to_proto(r) for r in result.reasons],
             result=c.result_to_proto(result.result) if result.result is not None else None,
         )
+
+    @_errors_to_status
+    def PlanCapacity(
+        self, request: svc.PlanCapacityRequest, context: grpc.ServicerContext
+    ) -> svc.PlanCapacityResponse:
+        generation, plan = self.engine.plan_capacity(
+            request.cluster_id,
+            [pc.group_from_proto(g) for g in request.node_groups],
+            c.workloads_from_proto(request.workloads),
+            options=pc.options_from_proto(request),
+        )
+        return pc.plan_to_proto(generation, plan)
 
 
 def method_handlers(servicer: PolicyServicer) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import structlog
 
 from strata_policy.errors import InvalidArgument
+from strata_policy.simulate import autoscale_cli
 from strata_policy.simulate.arrivals import DEFAULT_TUNE
 from strata_policy.simulate.policies import DEFAULT_POLICIES, parse_policies
 from strata_policy.simulate.progress import Progress
@@ -57,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "traces",
         nargs="+",
-        type=Path,
+        type=Path,  # ``day`` (the synthetic day) is taken as a name by --protocol autoscale
         metavar="TRACE",
         help="an openb folder, an openb pod list CSV, or a JSON trace of ours",
     )
@@ -69,10 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument(
         "--protocol",
-        type=int,
-        choices=(1, 2),
+        type=_protocol,
         default=1,
-        help="1: the FGD paper's arrivals-only replay; 2: the trace's own clock",
+        help="1: the FGD paper's arrivals-only replay; 2: the trace's own clock; "
+        "autoscale: autoscalers on the trace's clock (TRACE may be 'day'), docs/capacity.md",
     )
     p.add_argument("--policies", default=DEFAULT_POLICIES, help="comma-separated policies")
     p.add_argument("--seeds", default="42", help="e.g. 42, 42-51 or 42,45")
@@ -103,7 +104,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--csv", type=Path, default=None, help="write per-replay figures here")
     p.add_argument("--plot", type=Path, default=None, help="write a PNG plot here (matplotlib)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    autoscale_cli.add_arguments(p)
     p.set_defaults(handler=run)
+
+
+def _protocol(text: str) -> int | str:
+    """``1``, ``2`` or ``autoscale``."""
+    if text in ("1", "2"):
+        return int(text)
+    if text == "autoscale":
+        return text
+    raise argparse.ArgumentTypeError(f"invalid protocol {text!r}: 1, 2 or autoscale")
 
 
 def quiet_engine_logs() -> None:
@@ -179,6 +190,9 @@ def run(args: argparse.Namespace) -> int:
     Bad arguments, and a trace or scope file found malformed only when a replay loads it, are
     one line and exit code 2 (not an "internal error"): both are the caller's input.
     """
+    if args.protocol == "autoscale":
+        quiet_engine_logs()
+        return autoscale_cli.run(args)
     try:
         jobs = build_jobs(args)
         quiet_engine_logs()

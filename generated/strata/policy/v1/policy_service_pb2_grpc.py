@@ -85,6 +85,11 @@ class PolicyServiceStub:
                 request_serializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.ListClustersRequest.SerializeToString,
                 response_deserializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.ListClustersResponse.FromString,
                 _registered_method=True)
+        self.PlanCapacity = channel.unary_unary(
+                '/strata.policy.v1.PolicyService/PlanCapacity',
+                request_serializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.PlanCapacityRequest.SerializeToString,
+                response_deserializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.PlanCapacityResponse.FromString,
+                _registered_method=True)
 
 
 class PolicyServiceServicer:
@@ -159,6 +164,13 @@ class PolicyServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PlanCapacity(self, request, context):
+        """A dry-run capacity plan: nodes to add, nodes to remove or replace, capacity checks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PolicyServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -206,6 +218,11 @@ def add_PolicyServiceServicer_to_server(servicer, server):
                     servicer.ListClusters,
                     request_deserializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.ListClustersRequest.FromString,
                     response_serializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.ListClustersResponse.SerializeToString,
+            ),
+            'PlanCapacity': grpc.unary_unary_rpc_method_handler(
+                    servicer.PlanCapacity,
+                    request_deserializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.PlanCapacityRequest.FromString,
+                    response_serializer=strata_dot_policy_dot_v1_dot_policy__service__pb2.PlanCapacityResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -457,6 +474,33 @@ class PolicyService:
             '/strata.policy.v1.PolicyService/ListClusters',
             strata_dot_policy_dot_v1_dot_policy__service__pb2.ListClustersRequest.SerializeToString,
             strata_dot_policy_dot_v1_dot_policy__service__pb2.ListClustersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PlanCapacity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strata.policy.v1.PolicyService/PlanCapacity',
+            strata_dot_policy_dot_v1_dot_policy__service__pb2.PlanCapacityRequest.SerializeToString,
+            strata_dot_policy_dot_v1_dot_policy__service__pb2.PlanCapacityResponse.FromString,
             options,
             channel_credentials,
             insecure,

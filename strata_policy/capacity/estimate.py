@@ -1,0 +1,157 @@
+"""The scale-up estimator: which new nodes, of which groups, hold the pending workloads at the
+least cost per hour.
+
+Greedy by price per value, the classic rule for variable-sized bin packing: every replica is
+worth its request at the LP's dual prices (``bound.lp_prices``: what one unit of each resource
+costs at the fractional optimum). For every group with headroom left, an empty node of its
+template is filled first-fit-decreasing (by that value) with the replicas still to hold; the
+group whose node costs least per value held wins (ties: the cheaper node, then the one holding
+more replicas, then the group id), and as many such nodes open as the same fill repeats. A
+group's fill only changes when a class it packed runs short, so only those fills are redone.
+
+Replicas of a workload alike in request, selector, model, spread and gang size form one class
+and are packed by count (CA's equivalence groups), so the cost is per class, not per replica.
+A spread workload puts at most one replica on each new node. The fill is an estimate: the
+planner then places everything with the placement engine on the cluster plus the new nodes,
+and asks again for what that left over.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from strata_policy.capacity.bound import LpResult, value_of
+from strata_policy.capacity.catalog import NodeGroup, could_hold
+from strata_policy.model import Workload
+from strata_policy.model.resources import GPU, MILLI_PER_GPU, Resources
+
+
+@dataclass(slots=True)
+class _Class:
+    """Replicas alike: one exemplar, the workloads' ids and how many replicas are left."""
+
+    exemplar: Workload
+    value: float
+    left: int
+
+
+def classes_of(workloads: Sequence[Workload], prices: LpResult) -> list[_Class]:
+    """The replicas of ``workloads`` as classes, most valuable first (then by exemplar id)."""
+    by_key: dict[tuple[object, ...], _Class] = {}
+    for w in workloads:
+        key = (
+            tuple(sorted(w.request.items())),
+            tuple(sorted(w.node_selector.items())),
+            w.gpu_models,
+            w.spread_key,
+            w.replicas if w.spread_key else 1,
+        )
+        found = by_key.get(key)
+        if found is None:
+            by_key[key] = _Class(w, value_of(w, prices), w.replicas)
+        else:
+            found.left += w.replicas
+    return sorted(by_key.values(), key=lambda c: (-c.value, c.exemplar.id))
+
+
+def fill(group: NodeGroup, classes: Sequence[_Class]) -> list[int]:
+    """How many replicas of each class an empty node of ``group`` holds, first fit in order."""
+    template = group.template
+    free = dict(template.capacity)
+    devices = [MILLI_PER_GPU] * template.gpu_devices
+    out = [0] * len(classes)
+    for i, c in enumerate(classes):
+        w = c.exemplar
+        if c.left <= 0 or not could_hold(template, w):
+            continue
+        limit = 1 if w.spread_key else c.left
+        k = min(limit, how_many(free, devices, w.request, limit))
+        if k <= 0:
+            continue
+        for r, amount in w.request.items():
+            free[r] = free.get(r, 0) - amount * k
+        _take_devices(devices, w.request.get(GPU, 0), k)
+        out[i] = k
+    return out
+
+
+def how_many(free: dict[str, int], devices: list[int], req: Resources, limit: int) -> int:
+    """How many replicas of ``req`` (at most ``limit``) fit ``free`` and ``devices``."""
+    k = limit
+    for r, amount in req.items():
+        if amount > 0 and r != GPU:
+            k = min(k, free.get(r, 0) // amount)
+    gpu = req.get(GPU, 0)
+    if gpu >= MILLI_PER_GPU:
+        k = min(k, sum(1 for d in devices if d == MILLI_PER_GPU) // (gpu // MILLI_PER_GPU))
+    elif gpu > 0:
+        k = min(k, sum(d // gpu for d in devices))
+    return max(k, 0)
+
+
+def _take_devices(devices: list[int], gpu: int, k: int) -> None:
+    if gpu >= MILLI_PER_GPU:
+        need = k * (gpu // MILLI_PER_GPU)
+        for d, left in enumerate(devices):
+            if need and left == MILLI_PER_GPU:
+                devices[d] = 0
+                need -= 1
+    elif gpu > 0:
+        order = sorted(range(len(devices)), key=lambda d: (devices[d], d))  # best fit
+        for d in order:
+            while k and devices[d] >= gpu:
+                devices[d] -= gpu
+                k -= 1
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """``count`` new nodes of group ``group_index`` (each holding ``packed`` by class)."""
+
+    group_index: int
+    count: int
+
+
+def estimate(
+    groups: Sequence[NodeGroup],
+    headroom: list[int],
+    workloads: Sequence[Workload],
+    prices: LpResult,
+) -> list[Opened]:
+    """New nodes to open for ``workloads`` (see the module docstring); ``headroom[g]`` is how
+    many more nodes group ``g`` may take and is decreased as nodes open."""
+    classes = classes_of(workloads, prices)
+    fills: list[list[int] | None] = [None] * len(groups)
+    opened: list[Opened] = []
+    while any(c.left > 0 for c in classes):
+        best: tuple[tuple[float, float, int, str], int] | None = None
+        for g, group in enumerate(groups):
+            if headroom[g] <= 0:
+                continue
+            packed = fills[g]
+            if packed is None or any(p > c.left for p, c in zip(packed, classes, strict=True)):
+                packed = fills[g] = fill(group, classes)
+            n = sum(packed)
+            if n == 0:
+                continue
+            value = sum(p * c.value for p, c in zip(packed, classes, strict=True))
+            ratio = group.price_per_hour / value if value > 0 else math.inf
+            key = (ratio, group.price_per_hour, -n, group.id)
+            if best is None or key < best[0]:
+                best = (key, g)
+        if best is None:
+            break
+        g = best[1]
+        packed = fills[g]
+        assert packed is not None  # set by the loop that chose it
+        repeat = min(
+            [headroom[g]] + [c.left // p for p, c in zip(packed, classes, strict=True) if p]
+        )
+        repeat = max(repeat, 1)
+        for p, c in zip(packed, classes, strict=True):
+            c.left -= min(c.left, p * repeat)
+        headroom[g] -= repeat
+        opened.append(Opened(g, repeat))
+    return opened

@@ -1,0 +1,302 @@
+"""``simulate --protocol autoscale``: a trace on its own clock, each autoscaler scaling the cluster.
+
+The replay runs on the engine (``Engine``: push, place, release, update), in steps of
+``step_s`` seconds of simulated time. Each step: workloads whose time is up are released;
+ordered nodes whose provisioning delay has passed join the cluster; what waits is placed
+(arrival order, the autoscaler's scheduler policy); then the autoscaler decides, seeing what
+still waits minus what the nodes being provisioned will hold. New nodes cost from the moment
+they are ordered; a node being replaced goes only once its replacement is ready; a removed
+node's replicas are evicted and wait again.
+
+Figures per autoscaler: total cost; cost over the LP lower bound (``capacity.bound`` over the
+demand of every step, no count limits, integrated like the cost); pending time p50/p99 (arrival
+to placement; a workload never placed counts until the end); evictions; node churn (added +
+removed); guarantee violations (steps, sampled every ``check_every`` steps, where
+``capacity.checks.guarantee_backed`` finds an effective guarantee short).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from strata_policy.capacity import NodeGroup, bound, checks
+from strata_policy.capacity.catalog import GROUP_LABEL
+from strata_policy.engine import Engine
+from strata_policy.model import Node, Scope, Snapshot, Workload
+from strata_policy.policy.placement import PlacementOptions, place_batch
+from strata_policy.simulate.autoscalers import Actions, View
+from strata_policy.simulate.trace import TimedWorkload
+from strata_policy.state.changes import Delta
+from strata_policy.state.nodes import NodeMatrix
+
+CLUSTER = "autoscale"
+
+
+class Autoscaler(Protocol):
+    """What the replay drives."""
+
+    @property
+    def name(self) -> str:
+        """The table's name for it."""
+
+    @property
+    def placement(self) -> PlacementOptions:
+        """The scheduler policy its cluster runs."""
+
+    def decide(self, view: View) -> Actions:
+        """One decision on the current view."""
+
+
+@dataclass
+class Timeline:
+    """One replay's series and totals."""
+
+    name: str
+    times_h: list[float] = field(default_factory=list)
+    cost_per_hour: list[float] = field(default_factory=list)
+    bound_per_hour: list[float] = field(default_factory=list)
+    pending: list[int] = field(default_factory=list)
+    waits_s: list[float] = field(default_factory=list)
+    evictions: int = 0
+    churn: int = 0
+    violations: int = 0
+    checked: int = 0
+
+    def total(self, series: list[float], step_h: float) -> float:
+        """∫ series dt in dollars."""
+        return float(sum(series)) * step_h
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """One row of the table."""
+
+    name: str
+    cost: float
+    lower_bound: float
+    p50_s: float
+    p99_s: float
+    evictions: int
+    churn: int
+    violations: int
+    checked: int
+
+    @property
+    def ratio(self) -> float:
+        """Cost over the lower bound."""
+        return self.cost / self.lower_bound if self.lower_bound else float("nan")
+
+
+def replay(
+    autoscaler: Autoscaler,
+    groups: Sequence[NodeGroup],
+    scopes: Sequence[Scope],
+    trace: Sequence[TimedWorkload],
+    *,
+    speedup: float = 1.0,
+    step_s: float = 60.0,
+    delay_s: float = 120.0,
+    check_every: int = 10,
+) -> Timeline:
+    """Replay ``trace`` (its times divided by ``speedup``) under ``autoscaler``."""
+    engine = Engine(clock=lambda: 0)
+    engine.push_snapshot(CLUSTER, _snapshot(scopes))
+    by_id = {g.id: g for g in groups}
+    events = sorted(trace, key=lambda tw: (tw.arrival_ms, tw.workload.id))
+    end_s = max((_t(tw.departure_ms or tw.arrival_ms, speedup) for tw in events), default=0.0)
+    out = Timeline(autoscaler.name)
+    waiting: dict[str, tuple[Workload, float]] = {}
+    leave: dict[str, float] = {}
+    ordered: list[tuple[float, Node]] = []
+    deferred: list[tuple[float, list[str]]] = []
+    added_at: dict[str, float] = {}
+    serial = 0
+    i, now = 0, 0.0
+    while now <= end_s + step_s or waiting:
+        if now > end_s + 48 * 3600:
+            break
+        while i < len(events) and _t(events[i].arrival_ms, speedup) <= now:
+            tw = events[i]
+            waiting[tw.workload.id] = (tw.workload, _t(tw.arrival_ms, speedup))
+            if tw.departure_ms is not None:
+                leave[tw.workload.id] = _t(tw.departure_ms, speedup)
+            i += 1
+        _, snap = engine.snapshot(CLUSTER)
+        gone = [rw.workload.id for rw in snap.workloads if leave.get(rw.workload.id, 1e30) <= now]
+        gone += [wid for wid in list(waiting) if leave.get(wid, 1e30) <= now]
+        for wid in gone:
+            waiting.pop(wid, None)
+        if gone:
+            engine.release(CLUSTER, gone)
+        ready = [nd for t, nd in ordered if t <= now]
+        ordered = [(t, nd) for t, nd in ordered if t > now]
+        if ready:
+            engine.update_snapshot(CLUSTER, Delta(upsert_nodes=tuple(ready)))
+        due = [ids for t, ids in deferred if t <= now]
+        deferred = [(t, ids) for t, ids in deferred if t > now]
+        for ids in due:
+            out.evictions += _remove(engine, ids, waiting, now)
+            out.churn += len(ids)
+        if waiting:
+            queue = [w for w, _ in sorted(waiting.values(), key=lambda wa: (wa[1], wa[0].id))]
+            result = engine.place(CLUSTER, queue, options=autoscaler.placement)
+            for r in result.results:
+                if r.placements:
+                    out.waits_s.append(now - waiting.pop(r.workload_id)[1])
+        state = engine.store.slot(CLUSTER).require(CLUSTER)
+        pending = [w for w, _ in waiting.values()]
+        provisioning: dict[str, int] = {}
+        for _, nd in ordered:
+            gid = nd.labels[GROUP_LABEL]
+            provisioning[gid] = provisioning.get(gid, 0) + 1
+        uncovered = _uncovered(pending, [nd for _, nd in ordered], autoscaler.placement)
+        view = View(now, state, uncovered, groups, provisioning, added_at)
+        actions = autoscaler.decide(view)
+        for gid, count in actions.add:
+            for _ in range(count):
+                nd = by_id[gid].new_node(serial)
+                serial += 1
+                ordered.append((now + delay_s, nd))
+                added_at[nd.id] = now
+                out.churn += 1
+        if actions.remove:
+            if actions.add:
+                deferred.append((now + delay_s, list(actions.remove)))
+            else:
+                out.evictions += _remove(engine, actions.remove, waiting, now)
+                out.churn += len(actions.remove)
+        state = engine.store.slot(CLUSTER).require(CLUSTER)
+        price = sum(
+            by_id[nd.labels[GROUP_LABEL]].price_per_hour
+            for nd in [*state.nodes, *(nd for _, nd in ordered)]
+        )
+        demand = [rw.workload for rw in state.workloads.values()] + [w for w, _ in waiting.values()]
+        out.times_h.append(now / 3600)
+        out.cost_per_hour.append(price)
+        out.bound_per_hour.append(_bound(groups, demand))
+        out.pending.append(len(waiting))
+        if len(out.times_h) % check_every == 0:
+            out.checked += 1
+            running = [rw for rw in state.workloads.values() if rw.placed]
+            if checks.guarantee_backed(state.matrix, state.tree, running, pending):
+                out.violations += 1
+        now += step_s
+    out.waits_s.extend(end_s - a for _, a in waiting.values())
+    return out
+
+
+def _t(ms: int, speedup: float) -> float:
+    return ms / 1000 / speedup
+
+
+def _snapshot(scopes: Sequence[Scope]) -> Snapshot:
+    return Snapshot((), tuple(scopes), ())
+
+
+def _remove(
+    engine: Engine, node_ids: Sequence[str], waiting: dict[str, tuple[Workload, float]], now: float
+) -> int:
+    """Evict what runs on ``node_ids`` (queued again) and drop the nodes; returns evictions."""
+    _, snap = engine.snapshot(CLUSTER)
+    ids = set(node_ids)
+    evicted = [rw for rw in snap.workloads if any(p.node_id in ids for p in rw.placements)]
+    if evicted:
+        engine.release(CLUSTER, [rw.workload.id for rw in evicted])
+        for rw in evicted:
+            waiting[rw.workload.id] = (rw.workload, now)
+    present = [nid for nid in node_ids if any(nd.id == nid for nd in snap.nodes)]
+    if present:
+        engine.update_snapshot(CLUSTER, Delta(remove_node_ids=tuple(present)))
+    return sum(len(rw.placements) for rw in evicted)
+
+
+def _uncovered(
+    pending: list[Workload], coming: list[Node], options: PlacementOptions
+) -> list[Workload]:
+    """What waits minus what the nodes being provisioned will hold."""
+    if not pending or not coming:
+        return pending
+    m = NodeMatrix.from_nodes(coming)
+    out = []
+    for w, o in zip(pending, place_batch(m, pending, PlacementOptions()), strict=True):
+        if o.placed:
+            for p in o.placements:
+                m.allocate(m.index[p.node_id], w.request, p.gpu_devices)
+        else:
+            out.append(w)
+    return out
+
+
+def _bound(groups: Sequence[NodeGroup], demand: list[Workload]) -> float:
+    per_resource, per_models = bound.demand(demand)
+    columns = [
+        bound.GroupColumn(g.price_per_hour, g.template.capacity, g.template.gpu_model, 0.0,
+                          float(g.max_count))
+        for g in groups
+    ]  # fmt: skip
+    lp = bound.solve(columns, per_resource, per_models)
+    return lp.value if lp.feasible else 0.0
+
+
+def summarise(t: Timeline, step_s: float) -> Summary:
+    """A timeline's totals."""
+    step_h = step_s / 3600
+    waits = np.asarray(t.waits_s or [0.0])
+    return Summary(
+        t.name, t.total(t.cost_per_hour, step_h), t.total(t.bound_per_hour, step_h),
+        float(np.percentile(waits, 50)), float(np.percentile(waits, 99)),
+        t.evictions, t.churn, t.violations, t.checked,
+    )  # fmt: skip
+
+
+def table(rows: Sequence[Summary]) -> str:
+    """The figures side by side (markdown)."""
+    lines = [
+        "| autoscaler | cost $ | lower bound $ | cost / bound | pending p50 s | pending p99 s "
+        "| evictions | node churn | guarantee violations |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in rows:
+        lines.append(
+            f"| {s.name} | {s.cost:.2f} | {s.lower_bound:.2f} | {s.ratio:.3f} | {s.p50_s:.0f} "
+            f"| {s.p99_s:.0f} | {s.evictions} | {s.churn} | {s.violations}/{s.checked} |"
+        )
+    return "\n".join(lines)
+
+
+def write_csv(path: Path, timelines: Sequence[Timeline]) -> None:
+    """Per step: autoscaler, hour, cost per hour, bound per hour, pending workloads."""
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["autoscaler", "hour", "cost_per_hour", "bound_per_hour", "pending"])
+        for t in timelines:
+            for row in zip(t.times_h, t.cost_per_hour, t.bound_per_hour, t.pending, strict=True):
+                out.writerow([t.name, f"{row[0]:.4f}", f"{row[1]:.4f}", f"{row[2]:.4f}", row[3]])
+
+
+def plot(path: Path, timelines: Sequence[Timeline]) -> None:
+    """Cost per hour and pending workloads over time, one line per autoscaler."""
+    import matplotlib  # noqa: PLC0415  # optional dependency (the sim extra)
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    for t in timelines:
+        top.plot(t.times_h, t.cost_per_hour, label=t.name)
+        bottom.plot(t.times_h, t.pending, label=t.name)
+    if timelines:
+        top.plot(timelines[0].times_h, timelines[0].bound_per_hour, "k--", label="LP bound")
+    top.set_ylabel("$ / hour")
+    bottom.set_ylabel("pending workloads")
+    bottom.set_xlabel("simulated hours")
+    top.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,87 @@
+"""``strata-policy simulate --protocol autoscale``: the figures of docs/capacity.md.
+
+TRACE is ``day`` (the seeded synthetic day of ``autoscale_catalog.synthetic_day``) or an openb
+folder / pod list (its node shapes become the catalog, priced by ``autoscale_catalog``; its
+pods arrive and leave on their own clock divided by ``--speedup``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from strata_policy.capacity import NodeGroup
+from strata_policy.model import Policy, Scope
+from strata_policy.policy.placement import PlacementOptions
+from strata_policy.simulate import autoscale
+from strata_policy.simulate.autoscale_catalog import day_catalog, openb_catalog, synthetic_day
+from strata_policy.simulate.autoscalers import ClusterAutoscaler, Karpenter, StrataAutoscaler
+from strata_policy.simulate.trace import TimedWorkload, load_trace
+
+MOST = PlacementOptions(policy=Policy.MOST_ALLOCATED)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The autoscale protocol's own flags."""
+    p.add_argument("--speedup", type=float, default=1.0, help="autoscale: divide trace times")
+    p.add_argument("--delay", type=float, default=120.0, help="autoscale: provisioning delay, s")
+    p.add_argument("--step", type=float, default=60.0, help="autoscale: decision period, s")
+    p.add_argument("--hours", type=int, default=24, help="autoscale: the synthetic day's hours")
+
+
+def autoscalers() -> list[autoscale.Autoscaler]:
+    """Strata, then each baseline with kube's default scheduler and with MOST_ALLOCATED."""
+    return [
+        StrataAutoscaler(),
+        ClusterAutoscaler("least-waste"),
+        ClusterAutoscaler("price"),
+        Karpenter(),
+        ClusterAutoscaler("least-waste", placement=MOST),
+        ClusterAutoscaler("price", placement=MOST),
+        Karpenter(placement=MOST, name="karpenter+most-allocated"),
+    ]
+
+
+def inputs(
+    trace: str, args: argparse.Namespace
+) -> tuple[list[NodeGroup], list[Scope], list[TimedWorkload]]:
+    """The catalog, scopes and timed workloads for TRACE."""
+    if trace == "day":
+        seed = int(str(args.seeds).split(",")[0].split("-")[0])
+        scopes, timed = synthetic_day(seed, args.hours)
+        return day_catalog(), scopes, timed
+    loaded = load_trace(Path(trace), args.nodes)
+    timed = list(loaded.workloads)
+    if args.head:
+        timed = timed[: args.head]
+    scopes = list(loaded.scopes) or sorted(
+        {Scope(id=tw.workload.scope_id) for tw in timed}, key=lambda s: s.id
+    )
+    return openb_catalog(loaded.nodes), scopes, timed
+
+
+def run(args: argparse.Namespace) -> int:
+    """Replay each trace under every autoscaler; print the table; CSV and plot when asked."""
+    timelines = []
+    for trace in args.traces:
+        groups, scopes, timed = inputs(str(trace), args)
+        rows = []
+        for scaler in autoscalers():
+            t = autoscale.replay(
+                scaler, groups, scopes, timed,
+                speedup=args.speedup, step_s=args.step, delay_s=args.delay,
+            )  # fmt: skip
+            timelines.append(t)
+            rows.append(autoscale.summarise(t, args.step))
+            if not args.no_progress:
+                print(f"{trace}: {scaler.name} done", file=sys.stderr, flush=True)
+        print(
+            f"\n{trace} (speedup {args.speedup:g}, step {args.step:g} s, delay {args.delay:g} s)\n"
+        )
+        print(autoscale.table(rows))
+    if args.csv:
+        autoscale.write_csv(args.csv, timelines)
+    if args.plot:
+        autoscale.plot(args.plot, timelines)
+    return 0

@@ -1,0 +1,37 @@
+"""The PlanCapacity use case: always a dry run, so it reads the state and changes nothing.
+
+The pending workloads are validated as Admit's are (known scope, new ids, valid fields); the
+catalog by ``capacity.catalog.validate_catalog``; then ``capacity.plan_capacity`` plans on the
+live state under the cluster's lock (it copies what it simulates on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from strata_policy.capacity import CapacityPlan, NodeGroup, PlanOptions, plan_capacity
+from strata_policy.errors import InvalidArgument
+from strata_policy.model import Workload
+from strata_policy.state import validate
+from strata_policy.state.cluster import ClusterState
+from strata_policy.usecases.requests import check_new_workloads
+
+MAX_DISRUPTION_BUDGET = 10_000
+
+
+def plan(
+    state: ClusterState,
+    groups: Sequence[NodeGroup],
+    workloads: Sequence[Workload],
+    options: PlanOptions,
+) -> CapacityPlan:
+    """The plan for ``state``; raises ``InvalidArgument`` for bad options or workloads."""
+    if not 0 <= options.disruption_budget <= MAX_DISRUPTION_BUDGET:
+        raise InvalidArgument.one("disruption_budget", f"must be in [0, {MAX_DISRUPTION_BUDGET}]")
+    p = options.placement
+    validate.check(validate.placement_options(p.resource_weights, p.coverage, p.task_types))
+    check_new_workloads(state, workloads, "workloads")
+    if p.task_mix is None and not p.task_types:  # FGD measures against the cluster's mix
+        options = replace(options, placement=replace(p, task_mix=state.task_mix))
+    return plan_capacity(state, groups, workloads, options)
