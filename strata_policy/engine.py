@@ -82,6 +82,12 @@ log = structlog.get_logger("strata.engine")
 T = TypeVar("T")
 
 
+class NotInPlace(Exception):  # a signal to the caller, not an error
+    """``update_snapshot(..., in_place_only=True)`` found a delta that only the plain path can
+    apply or refuse (a node or scope change it cannot patch, or a bad delta, whose exact errors
+    the plain path builds): nothing was changed; call again without ``in_place_only``."""
+
+
 class Journal(Protocol):
     """Where committed changes go before a call answers (``state.durable.SqliteJournal``)."""
 
@@ -195,6 +201,7 @@ class Engine:
         request_id: str = "",
         caller: str = "",
         body_digest: bytes = b"",
+        in_place_only: bool = False,
     ) -> int:
         """Apply a delta (removals, then upserts); returns the new generation.
 
@@ -202,6 +209,9 @@ class Engine:
         it costs what it changes) and journaled while a failed write can still roll it back;
         a delta that path cannot vouch for (a bad one, to begin with) takes the plain path,
         ``incremental.rebuild``, which raises the exact errors or builds the state again whole.
+        With ``in_place_only`` that path is not taken: ``NotInPlace`` is raised instead, with
+        nothing changed (the server's event loop applies small pod events itself, and hands a
+        delta that needs the plain path, whose cost grows with the cluster, to a worker).
         """
         validate.check_request_ids(cluster_id, request_id)
         digest = _digest(
@@ -224,6 +234,8 @@ class Engine:
                         self.store.remember(key, digest, state.generation)
                     self._checkpoint(state)
                 return state.generation
+            if in_place_only:
+                raise NotInPlace
             new = incremental.rebuild(state, delta, self.limits.check_sizes)
             if dry_run:
                 return state.generation

@@ -76,7 +76,23 @@ workloads = st.builds(
     ),
     replicas=st.sampled_from([0, 1, 2]),
 )
+running = st.builds(
+    lambda w, node_id: pb.RunningWorkload(
+        workload=w, placements=[pb.Placement(node_id=node_id)] if node_id else []
+    ),
+    workloads,
+    st.sampled_from(["", "n0", "n1", "nope"]),
+)
 calls = st.one_of(
+    st.builds(
+        lambda ups, ids, dry: (
+            "UpdateSnapshot",
+            svc.UpdateSnapshotRequest(upsert_workloads=ups, remove_workload_ids=ids, dry_run=dry),
+        ),
+        st.lists(running, max_size=3),
+        st.lists(st.sampled_from(["w1", "w2", "zz"]), max_size=2),
+        st.booleans(),
+    ),
     st.builds(
         lambda ws, dry: ("Admit", svc.AdmitRequest(workloads=ws, dry_run=dry)),
         st.lists(workloads, max_size=20),
@@ -95,7 +111,8 @@ calls = st.one_of(
 def test_fast_path_answers_as_the_pool(
     pair: tuple[Server, Server], sequence: list[tuple[str, Any]], cluster: Any
 ) -> None:
-    """Any sequence of small Admit/Release calls gets the same answers on both paths."""
+    """Any sequence of small Admit/Release/UpdateSnapshot calls gets the same answers on both
+    paths (a bad delta included: on the loop it is handed to a worker for its exact errors)."""
     fast, slow = pair
     cluster_id = f"c-{cluster.hex[:12]}"
     for srv in pair:
@@ -124,6 +141,32 @@ def test_fast_path_answers_as_the_pool(
         ),
         pytest.param(INLINE, svc.ReleaseRequest(workload_ids=["w"] * 64), True, id="release 64"),
         pytest.param(INLINE, svc.ReleaseRequest(workload_ids=["w"] * 65), False, id="release 65"),
+        pytest.param(
+            INLINE,
+            svc.UpdateSnapshotRequest(
+                upsert_workloads=[pb.RunningWorkload()] * 8, remove_workload_ids=["w"] * 8
+            ),
+            True,
+            id="update: 16 pod events",
+        ),
+        pytest.param(
+            INLINE,
+            svc.UpdateSnapshotRequest(remove_workload_ids=["w"] * 17),
+            False,
+            id="update: 17 pod events",
+        ),
+        pytest.param(
+            INLINE,
+            svc.UpdateSnapshotRequest(upsert_nodes=[pb.Node(id="n")]),
+            False,
+            id="update: a node (O(nodes))",
+        ),
+        pytest.param(
+            INLINE,
+            svc.UpdateSnapshotRequest(remove_scope_ids=["s"]),
+            False,
+            id="update: a scope (O(tree))",
+        ),
     ],
 )
 def test_which_calls_run_on_the_loop(rules: Any, request_: Any, inline: bool) -> None:

@@ -38,6 +38,7 @@ import structlog
 from google.protobuf.descriptor import ServiceDescriptor
 from grpc_status import rpc_status
 
+from strata_policy.engine import NotInPlace
 from strata_policy.errors import (
     InvalidArgument,
     ServerNotReady,
@@ -139,24 +140,33 @@ class Capture:
 
     It also carries what the servicer reads of the caller for idempotency
     (``service.identity``): the call's metadata and auth context, copied on the loop, and only
-    for a call with a ``request_id`` (every other call shares the empty ``CAPTURE``)."""
+    for a call with a ``request_id`` (every other call shares the empty ``CAPTURE``).
 
-    __slots__ = ("_auth", "_metadata")
+
+    ``on_loop`` tells a method that it runs on the event loop (``INLINE``): a method whose cost
+    may turn out to grow with the cluster (UpdateSnapshot's plain path) raises
+    ``engine.NotInPlace`` there, and the gate hands the call to a worker instead."""
+
+    __slots__ = ("_auth", "_metadata", "on_loop")
 
     def __init__(
         self,
         metadata: tuple[tuple[str, str | bytes], ...] = (),
         auth: Mapping[str, Any] | None = None,
+        *,
+        on_loop: bool = False,
     ) -> None:
         self._metadata = metadata
         self._auth: Mapping[str, Any] = auth or {}
+        self.on_loop = on_loop
 
     @classmethod
-    def of(cls, request: Any, context: Context) -> Capture:
+    def of(cls, request: Any, context: Context, *, on_loop: bool = False) -> Capture:
         """What a servicer method needs of ``context`` to answer ``request``."""
         if not getattr(request, "request_id", ""):
-            return CAPTURE
-        return cls(tuple(context.invocation_metadata() or ()), context.auth_context())
+            return CAPTURE_ON_LOOP if on_loop else CAPTURE
+        metadata = tuple(context.invocation_metadata() or ())
+        return cls(metadata, context.auth_context(), on_loop=on_loop)
 
     def abort_with_status(self, status: grpc.Status) -> None:
         """Stop the method; the loop answers with ``status``."""
@@ -172,6 +182,7 @@ class Capture:
 
 
 CAPTURE = Capture()
+CAPTURE_ON_LOOP = Capture(on_loop=True)
 
 
 # The fast path. Handing a call to a worker and back costs two thread wake-ups, which on a
@@ -185,6 +196,17 @@ INLINE_BATCH = 16
 INLINE: dict[str, Rule] = {
     "Admit": lambda request: len(request.workloads) <= INLINE_BATCH,
     "Release": lambda request: len(request.workload_ids) <= 4 * INLINE_BATCH,
+    # Pod events only (a node or scope change rebuilds O(nodes) or O(tree)); a delta the
+    # in-place path cannot apply raises engine.NotInPlace there and goes to a worker.
+    "UpdateSnapshot": lambda request: (
+        len(request.upsert_workloads) + len(request.remove_workload_ids) <= INLINE_BATCH
+        and not (
+            request.upsert_nodes
+            or request.remove_node_ids
+            or request.upsert_scopes
+            or request.remove_scope_ids
+        )
+    ),
 }
 
 
@@ -317,12 +339,16 @@ class CallGate(GenericHandler):
         cluster_id: str = getattr(request, "cluster_id", "")
         small = self.inline.get(method.short)
         if small is not None and small(request) and cluster_id not in self._busy:
-            try:
-                return behaviour(
-                    request, Capture.of(request, context)
-                )  # the fast path: see ``INLINE``
-            finally:
+            try:  # the fast path: see ``INLINE``
+                answer = behaviour(request, Capture.of(request, context, on_loop=True))
+            except NotInPlace:
+                pass  # more than the loop may spend after all: a worker takes it, this slot too
+            except BaseException:
                 self.slots.give()
+                raise
+            else:
+                self.slots.give()
+                return answer
         # On a worker, the slot and the cluster's busy mark last as long as the job, not the
         # call: a call cancelled while its job runs must not let a fast-path call on the same
         # cluster wait for that job's lock on the loop, nor free a slot while the work goes on.

@@ -18,7 +18,7 @@ from google.protobuf.message_factory import GetMessageClass
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 
-from strata_policy.engine import Engine
+from strata_policy.engine import Engine, NotInPlace
 from strata_policy.errors import InternalError, StrataError
 from strata_policy.model import BatchResult, ColumnarBatch, Workload
 from strata_policy.service import convert as c
@@ -70,6 +70,8 @@ def _errors_to_status(fn: Handler[Req, Resp]) -> Handler[Req, Resp]:
             return fn(self, request, context)
         except StrataError as exc:
             abort(context, exc)
+        except NotInPlace:
+            raise  # for the call gate: this call goes to a worker (``calls.Capture.on_loop``)
         except Exception as exc:
             log.exception("unexpected error", method=fn.__name__)
             abort(context, InternalError(f"{type(exc).__name__}: {exc}"))
@@ -120,6 +122,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             request_id=request.request_id,
             caller=caller,
             body_digest=digest,
+            in_place_only=getattr(context, "on_loop", False),
         )
         nodes, scopes, workloads = self.engine.counts(request.cluster_id)
         return svc.UpdateSnapshotResponse(
