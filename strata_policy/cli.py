@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO, TypeVar
 
 import click
 import structlog
@@ -26,9 +26,43 @@ from strata_policy.ctl.session import CtlError
 from strata_policy.service.config import ServerConfig
 from strata_policy.state.limits import Limits
 
+T = TypeVar("T")
+
 
 def _env(name: str, default: str) -> str:
     return os.environ.get(f"STRATA_{name.upper()}", default)
+
+
+def _checked(name: str, parse: Callable[[str], T]) -> Callable[[str], T]:
+    """``parse`` for the flag whose variable is ``STRATA_<NAME>``. Its default is the variable's
+    text (argparse parses a string default like a value given on the line, and only for the
+    command that runs, so a bad variable never breaks another command); an error says which
+    variable when the bad text is the variable's."""
+
+    def checked(text: str) -> T:
+        try:
+            return parse(text)
+        except argparse.ArgumentTypeError as exc:
+            variable = f"STRATA_{name.upper()}"
+            if os.environ.get(variable) == text:
+                raise argparse.ArgumentTypeError(f"{exc} (from ${variable})") from None
+            raise
+
+    checked.__name__ = getattr(parse, "__name__", name)  # argparse names it in some messages
+    return checked
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    """A choice flag, any case (``WARNING`` as ``warning``)."""
+
+    def one_of(text: str) -> str:
+        value = text.lower()
+        if value not in choices:
+            listed = ", ".join(repr(c) for c in choices)
+            raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {listed})")
+        return value
+
+    return one_of
 
 
 LOG_FORMATS = ("auto", "json", "console")
@@ -102,30 +136,37 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     d = ServerConfig()
     lim = Limits()
     p.add_argument("--address", default=_env("address", d.address), help="host:port to listen on")
-    p.add_argument("--workers", type=_positive_int, default=int(_env("workers", str(d.workers))))
+    p.add_argument(
+        "--workers",
+        type=_checked("workers", _positive_int),
+        default=_env("workers", str(d.workers)),
+    )
     p.add_argument(
         "--max-message-bytes",
-        type=_positive_int,
-        default=int(_env("max_message_bytes", str(d.max_message_bytes))),
+        type=_checked("max_message_bytes", _positive_int),
+        default=_env("max_message_bytes", str(d.max_message_bytes)),
     )
     p.add_argument(
         "--max-concurrent-rpcs",
-        type=_positive_int,
-        default=int(_env("max_concurrent_rpcs", str(d.max_concurrent_rpcs))),
+        type=_checked("max_concurrent_rpcs", _positive_int),
+        default=_env("max_concurrent_rpcs", str(d.max_concurrent_rpcs)),
     )
     p.add_argument(
         "--log-level",
-        type=str.lower,
-        choices=("debug", "info", "warning", "error"),
-        default=_env("log_level", "info").lower(),
+        type=_checked("log_level", _one_of("debug", "info", "warning", "error")),
+        default=_env("log_level", "info"),
     )
     p.add_argument(
         "--log-format",
-        choices=LOG_FORMATS,
+        type=_checked("log_format", _one_of(*LOG_FORMATS)),
         default=_env("log_format", "auto"),
         help="auto: console on a terminal, JSON otherwise",
     )
-    p.add_argument("--drain-seconds", type=_seconds, default=float(_env("drain_seconds", "0")))
+    p.add_argument(
+        "--drain-seconds",
+        type=_checked("drain_seconds", _seconds),
+        default=_env("drain_seconds", "0"),
+    )
     p.add_argument("--tls-cert", default=_env("tls_cert", ""))
     p.add_argument("--tls-key", default=_env("tls_key", ""))
     p.add_argument("--tls-client-ca", default=_env("tls_client_ca", ""), help="mutual TLS")
@@ -133,14 +174,14 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--state-dir", default=_env("state_dir", ""), help="durable state (SQLite)")
     p.add_argument(
         "--checkpoint-every",
-        type=_positive_int,
-        default=int(_env("checkpoint_every", str(d.checkpoint_every))),
+        type=_checked("checkpoint_every", _positive_int),
+        default=_env("checkpoint_every", str(d.checkpoint_every)),
         help="write a whole snapshot after this many changes to a cluster",
     )
     p.add_argument("--metrics-address", default=_env("metrics_address", ""), help="host:port")
     p.add_argument(
         "--metrics-auth",
-        choices=("auto", "token", "none"),
+        type=_checked("metrics_auth", _one_of("auto", "token", "none")),
         default=_env("metrics_auth", d.metrics_auth),
         help="/metrics needs a token-file token granted '*' (auto: when --token-file is set)",
     )
@@ -158,7 +199,11 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "max_batch_replicas",
     ):
         flag = "--" + name.replace("_", "-")
-        p.add_argument(flag, type=_positive_int, default=int(_env(name, str(getattr(lim, name)))))
+        p.add_argument(
+            flag,
+            type=_checked(name, _positive_int),
+            default=_env(name, str(getattr(lim, name))),
+        )
     p.set_defaults(handler=_run_serve)
 
 
