@@ -10,21 +10,17 @@ Admit's rate over the Health rate measured just before it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from typing import Any
 
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 
+from benchmarks.bench_service import served_process
 from strata_policy.model import Scope, Snapshot
 from strata_policy.service import convert
 from strata_policy.testing import node
@@ -76,7 +72,7 @@ def throughput(
     """Per round and kind: calls/s summed over the ``CLIENTS`` client processes, and the
     server's CPU seconds per call (all its threads; ``/proc``, so Linux only, else empty)."""
     kinds = [k for _ in range(rounds) for k in KINDS]
-    with _served() as (port, pid, channel):
+    with served_process() as (port, pid, channel):
         stub = svc_grpc.PolicyServiceStub(channel)  # type: ignore[no-untyped-call]
         snapshot = Snapshot(
             nodes=tuple(node(f"n{i}", cpu=100_000, gpus=8) for i in range(100)),
@@ -123,38 +119,6 @@ def _server_cpu(pid: int, begin: float, seconds: float) -> float | None:
     before = ticks()
     time.sleep(max(0.0, begin + seconds - slop - time.time()))
     return (ticks() - before) * seconds / (seconds - 2 * slop)
-
-
-@contextlib.contextmanager
-def _served() -> Iterator[tuple[str, int, Any]]:
-    """A ``strata-policy serve`` subprocess on a free port, SERVING: yields (port, pid,
-    channel)."""
-    import grpc  # noqa: PLC0415
-    from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: PLC0415
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
-    with tempfile.TemporaryFile("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "strata_policy.cli", "serve", "--address", f"127.0.0.1:{port}"],
-            stderr=log,
-        )
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        health = health_pb2_grpc.HealthStub(channel)
-        try:
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
-                with contextlib.suppress(grpc.RpcError):
-                    reply = health.Check(health_pb2.HealthCheckRequest(), timeout=2)
-                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                        break
-                time.sleep(0.2)
-            yield port, proc.pid, channel
-        finally:
-            channel.close()
-            proc.terminate()
-            proc.wait(timeout=60)
 
 
 def run() -> list[str]:

@@ -92,11 +92,19 @@ def admit_vs_health() -> list[str]:
 @contextlib.contextmanager
 def _served() -> Iterator[Any]:
     """A ``strata-policy serve`` subprocess on a free port, SERVING; yields a channel to it."""
+    with served_process() as (_, _, channel):
+        yield channel
+
+
+@contextlib.contextmanager
+def served_process() -> Iterator[tuple[str, int, Any]]:
+    """A ``strata-policy serve`` subprocess on a free port, SERVING; yields its port, its pid
+    (for its CPU time) and a channel to it."""
     import grpc  # noqa: PLC0415
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        port = str(s.getsockname()[1])
     with tempfile.TemporaryFile("w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "strata_policy.cli", "serve", "--address", f"127.0.0.1:{port}"],
@@ -107,14 +115,12 @@ def _served() -> Iterator[Any]:
         try:
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
-                try:
+                with contextlib.suppress(grpc.RpcError):
                     reply = health.Check(health_pb2.HealthCheckRequest(), timeout=2)
                     if reply.status == health_pb2.HealthCheckResponse.SERVING:
                         break
-                except grpc.RpcError:
-                    pass
                 time.sleep(0.2)
-            yield channel
+            yield port, proc.pid, channel
         finally:
             channel.close()
             proc.terminate()

@@ -164,10 +164,9 @@ class Engine:
         )
         key: RequestKey = (caller, cluster_id, "push", request_id)
         with self.store.claim(cluster_id) as slot:
-            if digest:
-                remembered = self.store.answer(key, digest)
-                if isinstance(remembered, int):
-                    return remembered
+            remembered = self.store.answer(key, digest)
+            if isinstance(remembered, int):
+                return remembered
             current = slot.state.generation if slot.state else 0
             _check_generation(cluster_id, expected_generation, current)
             if slot.state is None:
@@ -179,8 +178,7 @@ class Engine:
                 return current
             self._append(Change(cluster_id, state.generation, ChangeKind.PUSH, snapshot=snapshot))
             slot.state = state
-            if digest:
-                self.store.remember(key, digest, state.generation)
+            self.store.remember(key, digest, state.generation)
             log.info(
                 "snapshot pushed",
                 cluster_id=cluster_id,
@@ -219,10 +217,9 @@ class Engine:
         )
         key: RequestKey = (caller, cluster_id, "update", request_id)
         with self.store.slot(cluster_id) as slot:
-            if digest:
-                remembered = self.store.answer(key, digest)
-                if isinstance(remembered, int):
-                    return remembered
+            remembered = self.store.answer(key, digest)
+            if isinstance(remembered, int):
+                return remembered
             state = slot.require(cluster_id)
             _check_generation(cluster_id, expected_generation, state.generation)
             if delta.empty:
@@ -230,8 +227,7 @@ class Engine:
             change = Change(cluster_id, state.generation + 1, ChangeKind.DELTA, delta=delta)
             if self._update_in_place(state, delta, dry_run, change):
                 if not dry_run:
-                    if digest:
-                        self.store.remember(key, digest, state.generation)
+                    self.store.remember(key, digest, state.generation)
                     self._checkpoint(state)
                 return state.generation
             if in_place_only:
@@ -241,8 +237,7 @@ class Engine:
                 return state.generation
             self._append(change)  # before the new state is seen: a failed write changes nothing
             slot.state = new
-            if digest:
-                self.store.remember(key, digest, new.generation)
+            self.store.remember(key, digest, new.generation)
             self._checkpoint(new)
             return new.generation
 
@@ -263,22 +258,20 @@ class Engine:
         try:
             slot = self.store.slot(cluster_id)
         except ClusterNotFound:
-            remembered = self.store.answer(key, digest) if digest else None
+            remembered = self.store.answer(key, digest)
             if isinstance(remembered, int):
                 return remembered
             raise
         with slot:
-            if digest:
-                remembered = self.store.answer(key, digest)
-                if isinstance(remembered, int):
-                    return remembered
+            remembered = self.store.answer(key, digest)
+            if isinstance(remembered, int):
+                return remembered
             state = slot.require(cluster_id)
             _check_generation(cluster_id, expected_generation, state.generation)
             self._append(Change(cluster_id, state.generation, ChangeKind.DELETE))
             slot.state = None  # the slot is dropped when its lock is released
             self.store.forget_cluster(cluster_id)
-            if digest:
-                self.store.remember(key, digest, state.generation)
+            self.store.remember(key, digest, state.generation)
             log.info("cluster deleted", cluster_id=cluster_id, generation=state.generation)
             return state.generation
 
@@ -655,15 +648,13 @@ class Engine:
         slot = self.store.slot(cluster_id)
         with slot.lock:
             key: RequestKey = (caller, cluster_id, method, request_id)
-            if digest and not dry_run:
-                remembered = self.store.answer(key, digest)
-                if remembered is not None:
-                    return remembered  # type: ignore[return-value]  # the answer this method stored
+            remembered = self.store.answer(key, digest)  # none for a dry run: no digest
+            if remembered is not None:
+                return remembered  # type: ignore[return-value]  # the answer this method stored
             state = slot.require(cluster_id)
             _check_generation(cluster_id, expected_generation, state.generation)
             answer = self._transact(cluster_id, state, dry_run, compute)
-            if digest and not dry_run:
-                self.store.remember(key, digest, answer)
+            self.store.remember(key, digest, answer)
             return answer
 
     def _transact(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fake_context import Aborted, Context
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strata.policy.v1 import policy_service_pb2 as svc
@@ -19,28 +20,6 @@ from strata_policy.service.results import encoded_data
 from strata_policy.service.servicer import PolicyServicer
 from strata_policy.service.wire import decode_place
 from strata_policy.testing import node
-
-
-class Aborted(Exception):
-    """What the fake context raises on abort."""
-
-
-class Context:
-    """Captures the status a handler aborts with."""
-
-    status: Any = None
-
-    def abort_with_status(self, status: Any) -> None:
-        self.status = status
-        raise Aborted
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        """No metadata: an anonymous caller."""
-        return ()
-
-    def auth_context(self) -> dict[str, list[bytes]]:
-        """No peer certificate."""
-        return {}
 
 
 def _servicer() -> PolicyServicer:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fake_context import Aborted, Context
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
@@ -20,28 +21,6 @@ from strata_policy.state.limits import Limits
 from strata_policy.testing import node, scope, snapshot
 
 LIMITS = Limits(max_nodes=5, max_scopes=5, max_workloads=5, max_batch=3)
-
-
-class Aborted(Exception):
-    """What the fake context raises on abort."""
-
-
-class Context:
-    """Captures the status a handler aborts with; an anonymous caller."""
-
-    status: Any = None
-
-    def abort_with_status(self, status: Any) -> None:
-        self.status = status
-        raise Aborted
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        """No metadata."""
-        return ()
-
-    def auth_context(self) -> dict[str, list[bytes]]:
-        """No certificate."""
-        return {}
 
 
 def _refuse(*args: object, **kwargs: object) -> Any:

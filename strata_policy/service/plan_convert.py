@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from strata.policy.v1 import policy_service_pb2 as svc
 
 from strata_policy import capacity
 from strata_policy.model.decisions import Policy
-from strata_policy.policy.placement import PlacementOptions
 from strata_policy.service import convert as c
 
 ACTIONS = {
@@ -36,13 +37,7 @@ def options_from_proto(m: svc.PlanCapacityRequest) -> capacity.PlanOptions:
     fragmentation = m.fragmentation if m.HasField("fragmentation") else None
     placement = c.options_from_proto(m.policy, m.resource_weights, 0, fragmentation)
     if not m.policy:
-        placement = PlacementOptions(
-            policy=Policy.FRAGMENTATION_AWARE,
-            resource_weights=placement.resource_weights,
-            task_types=placement.task_types,
-            coverage=placement.coverage,
-            fgd_score=placement.fgd_score,
-        )
+        placement = dataclasses.replace(placement, policy=Policy.FRAGMENTATION_AWARE)
     return capacity.PlanOptions(placement=placement, disruption_budget=m.disruption_budget)
 
 

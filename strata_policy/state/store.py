@@ -138,7 +138,10 @@ class Store:
 
     def answer(self, key: RequestKey, digest: bytes) -> object | None:
         """The answer remembered for ``key``, or ``None``; ``RequestIdReused`` when it was
-        given to a request whose body had another ``digest``."""
+        given to a request whose body had another ``digest``. No ``digest`` (a call without a
+        ``request_id``, or a dry run) is never remembered: ``None``."""
+        if not digest:
+            return None
         with self._guard:
             found = self._answers.get(key)
         if found is None:
@@ -150,7 +153,10 @@ class Store:
     def remember(self, key: RequestKey, digest: bytes, answer: object) -> None:
         """Remember a committed call's answer for retries, oldest forgotten first, bounded both
         in entries and in results held (a batch answer weighs its number of results: its
-        ``results``, or its own ``len`` for one that has it, ``model.ColumnarBatch``)."""
+        ``results``, or its own ``len`` for one that has it, ``model.ColumnarBatch``). A call
+        without a ``digest`` is not remembered."""
+        if not digest:
+            return
         held = answer if isinstance(answer, Sized) else getattr(answer, "results", ())
         weight = max(len(held), 1)
         with self._guard:
