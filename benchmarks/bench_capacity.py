@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from strata_policy.capacity import NodeGroup, PlanOptions, plan_capacity
 from strata_policy.model import Policy, Workload
-from strata_policy.policy.placement import PlacementOptions, place_batch
+from strata_policy.placement.place import PlacementOptions, place_batch
 from strata_policy.state.cluster import ClusterState
 from strata_policy.testing import group_node, node, running, scope, snapshot, workload
 

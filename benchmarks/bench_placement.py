@@ -32,7 +32,7 @@ import numpy as np
 
 from strata_policy import kernels
 from strata_policy.model import Node, Policy, Workload
-from strata_policy.policy.placement import PlacementOptions, place_batch, place_one
+from strata_policy.placement.place import PlacementOptions, place_batch, place_one
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskMix
 from strata_policy.testing import node, workload

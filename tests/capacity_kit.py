@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from strata_policy.capacity import CapacityPlan, NodeGroup, PlanOptions, plan_capacity
 from strata_policy.model import Node, RunningWorkload, Scope, Workload
 from strata_policy.model.decisions import Policy
-from strata_policy.policy.placement import PlacementOptions
+from strata_policy.placement.place import PlacementOptions
 from strata_policy.state.cluster import ClusterState
 from strata_policy.testing import snapshot
 

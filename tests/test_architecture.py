@@ -1,4 +1,4 @@
-"""Imports point one way: model ← quota ← state ← policy ← capacity ← engine ←
+"""Imports point one way: model ← quota ← state ← placement ← capacity ← engine ←
 service ← cli.
 
 ``kube`` is a client of the gRPC API: it may import only itself, ``service.client``, ``model``
@@ -14,16 +14,15 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "strata_policy"
-LAYERS = ["model", "quota", "state", "policy", "capacity", "engine", "service", "cli"]
+LAYERS = ["model", "quota", "state", "placement", "capacity", "engine", "service", "cli"]
 LAYER_OF = {
     "model": "model",
     "errors": "model",
     "quota": "quota",
     "state": "state",
-    "policy": "policy",
+    "placement": "placement",
     "capacity": "capacity",
     "engine": "engine",
-    "usecases": "engine",
     "service": "service",
     "cli": "cli",
     "ctl": "cli",

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from strata_policy.engine import request_checks
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import (
     Decision,
@@ -19,12 +20,11 @@ from strata_policy.model import (
 )
 from strata_policy.model.resources import MAX_AMOUNT
 from strata_policy.model.slots import setters
-from strata_policy.policy import values
+from strata_policy.placement import slot_builders
 from strata_policy.quota import groups
 from strata_policy.state import validate
 from strata_policy.state.cluster import ClusterState
 from strata_policy.testing import node, scope
-from strata_policy.usecases import requests
 
 W = Workload("w1", "org", {"cpu": 1000})
 ON_N1 = (Placement("n1", (0,)),)
@@ -33,10 +33,14 @@ ON_N1 = (Placement("n1", (0,)),)
 @pytest.mark.parametrize(
     ("built", "constructed"),
     [
-        pytest.param(values.placement("n1", (2, 3)), Placement("n1", (2, 3)), id="placement"),
-        pytest.param(values.running(W, ON_N1, 7), RunningWorkload(W, ON_N1, 7), id="running"),
         pytest.param(
-            values.placed_result("w1", ON_N1, {"gpu": 1000}, 0.5),
+            slot_builders.placement("n1", (2, 3)), Placement("n1", (2, 3)), id="placement"
+        ),
+        pytest.param(
+            slot_builders.running(W, ON_N1, 7), RunningWorkload(W, ON_N1, 7), id="running"
+        ),
+        pytest.param(
+            slot_builders.placed_result("w1", ON_N1, {"gpu": 1000}, 0.5),
             WorkloadResult("w1", Decision.PLACED, ON_N1, borrowed={"gpu": 1000}, score=0.5),
             id="placed result",
         ),
@@ -99,9 +103,9 @@ def test_a_batch_checked_whole_is_one_the_walk_accepts(workloads: list[Workload]
         assert any(w.replicas > 1 for w in workloads)  # only the overflow guard is coarse
     if out:
         with pytest.raises(InvalidArgument):
-            requests.check_new_workloads(state, workloads, "workloads")
+            request_checks.check_new_workloads(state, workloads, "workloads")
     else:
-        requests.check_new_workloads(state, workloads, "workloads")
+        request_checks.check_new_workloads(state, workloads, "workloads")
 
 
 def test_whole_batch_check_refuses_nan_amounts_it_cannot_order() -> None:
@@ -113,7 +117,7 @@ def test_whole_batch_check_refuses_nan_amounts_it_cannot_order() -> None:
     ]
     assert not validate.workloads_plainly_valid(batch, state.tree.scopes, state.workloads)
     with pytest.raises(InvalidArgument):
-        requests.check_new_workloads(state, batch, "workloads")
+        request_checks.check_new_workloads(state, batch, "workloads")
 
 
 @pytest.mark.parametrize(
@@ -192,7 +196,7 @@ def test_values_built_by_column_equal_those_built_one_by_one() -> None:
     """running_many and PlacedColumns.results build what running and placed_result build."""
     workloads = [W, Workload("w2", "org", {"gpu": 500})]
     placements = [ON_N1, (Placement("n2", (1,)), Placement("n3", ()))]
-    assert values.running_many(workloads, placements, 9) == [
+    assert slot_builders.running_many(workloads, placements, 9) == [
         RunningWorkload(w, p, 9) for w, p in zip(workloads, placements, strict=True)
     ]
     assert PlacedColumns(["w1", "w2"], placements, [{}, {"gpu": 500}], [0.25, 1.0]).results() == [

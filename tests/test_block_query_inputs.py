@@ -1,5 +1,5 @@
 """The one-replica fast path's inputs equal the general path's: request row, weight row, and the
-query built without checks (``placement_cache._block_query``) equal to the validating one."""
+query built without checks (``one_replica._block_query``) equal to the validating one."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from test_placement_blocks import RESOURCE_POLICIES, WEIGHTS, block_sizes
 from test_placement_levels import SELECTORS, clusters
 
 from strata_policy.model import Node, Policy
-from strata_policy.policy.placement import POLICY_CODES, PlacementOptions, place_one
-from strata_policy.policy.placement_cache import _block_query
-from strata_policy.policy.placement_inputs import (
+from strata_policy.placement.kernel_inputs import (
     DEFAULT_WEIGHTS,
     request_and_weights,
     request_row,
     weight_rows,
 )
-from strata_policy.policy.static_masks import static_mask
+from strata_policy.placement.one_replica import _block_query
+from strata_policy.placement.place import POLICY_CODES, PlacementOptions, place_one
+from strata_policy.placement.static_masks import static_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 

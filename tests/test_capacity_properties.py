@@ -10,7 +10,7 @@ from strata_policy.capacity import GROUP_LABEL, PlanOptions, plan_capacity
 from strata_policy.capacity.catalog import added_nodes
 from strata_policy.model import Node, RunningWorkload, Workload
 from strata_policy.model.decisions import Policy
-from strata_policy.policy.placement import PlacementOptions, place_batch
+from strata_policy.placement.place import PlacementOptions, place_batch
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node_group, scope, workload
 

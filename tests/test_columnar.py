@@ -1,5 +1,5 @@
 """A batch's results in columns (``model.columns``) are the values ``Engine.place`` answers,
-and ``results.columnar_bytes`` writes them as ``response_bytes`` writes those values."""
+and ``result_encoder.columnar_bytes`` writes them as ``response_bytes`` writes those values."""
 
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ from strata_policy.model import (
 )
 from strata_policy.model.columns import Part
 from strata_policy.model.resources import Resources
-from strata_policy.policy.placement import PlacementOptions
-from strata_policy.service import results
+from strata_policy.placement.place import PlacementOptions
+from strata_policy.service import result_encoder
 from strata_policy.service.metrics import Metrics
-from strata_policy.service.results import add_results, columnar_bytes, response_bytes
+from strata_policy.service.result_encoder import add_results, columnar_bytes, response_bytes
 from strata_policy.testing import node
 
 ON_N1 = (Placement("n1", (0,)),)
@@ -236,6 +236,6 @@ def test_full_tables_are_emptied_and_refilled() -> None:
     batch = ColumnarBatch(
         1, (PlacedColumns([f"w{i}" for i in range(12)], held, [LENT] * 12, [1.0] * 12),)
     )
-    with mock.patch.object(results, "_MAX_CACHED", 5):
+    with mock.patch.object(result_encoder, "_MAX_CACHED", 5):
         for _ in range(3):
             assert columnar_bytes(batch) == _expected(batch)

@@ -20,7 +20,7 @@ from strata_policy.model import (
     WorkloadResult,
 )
 from strata_policy.service import convert
-from strata_policy.service.results import add_result, add_results, response_bytes
+from strata_policy.service.result_encoder import add_result, add_results, response_bytes
 
 CASES = [
     pytest.param(

@@ -13,13 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strata_policy.engine import Engine, admit_digest
+from strata_policy.engine import Engine, admit_digest, batch
 from strata_policy.errors import StrataError
 from strata_policy.model import Order, Policy, Scope, Snapshot, Workload
 from strata_policy.model.resources import add
-from strata_policy.policy.placement import PlacementOptions
+from strata_policy.placement.place import PlacementOptions
 from strata_policy.testing import node
-from strata_policy.usecases import batch
 
 SCOPES = (
     Scope("org", limit={"gpu": 12000, "cpu": 40000}),

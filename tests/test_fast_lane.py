@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from matrix_state import matrix_state
 
-from strata_policy.engine import Engine
+from strata_policy.engine import Engine, batch, fast_place
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import (
     Decision,
@@ -22,12 +22,11 @@ from strata_policy.model import (
     Snapshot,
     Workload,
 )
-from strata_policy.policy.placement import PlacementOptions
+from strata_policy.placement.place import PlacementOptions
 from strata_policy.quota import QuotaTree, admit_all, decide_admit
 from strata_policy.state import cluster
 from strata_policy.state.cluster import ClusterState
 from strata_policy.testing import node, scope
-from strata_policy.usecases import batch, fast_place
 
 NODES = tuple(node(f"n{i}", cpu=16 + 8 * (i % 3), gpus=4 + 4 * (i % 2)) for i in range(24))
 CAPACITY = {"cpu": 10**6, "gpu": 10**6}

@@ -20,7 +20,7 @@ from strata_policy.engine import Engine
 from strata_policy.errors import InvalidArgument, StorageUnavailable, StrataError
 from strata_policy.model import Order, Policy, RunningWorkload, Snapshot, Workload
 from strata_policy.model.objects import Node, Placement
-from strata_policy.policy.placement import PlacementOptions
+from strata_policy.placement.place import PlacementOptions
 from strata_policy.state.changes import Change, ChangeKind, Delta
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.limits import Limits

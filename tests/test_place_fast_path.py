@@ -6,11 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strata_policy.engine import Engine
+from strata_policy.engine.batch import FAST_PATH_MIN
 from strata_policy.model import Policy, Scope, Snapshot, Workload
-from strata_policy.policy.placement import PlacementOptions
+from strata_policy.placement.place import PlacementOptions
 from strata_policy.state.taskmix import TaskType
 from strata_policy.testing import node
-from strata_policy.usecases.batch import FAST_PATH_MIN
 
 NODES = tuple(
     node(f"n{i}", cpu=8 + 8 * (i % 3), gpus=(i % 3) * 2, model="A100" if i % 2 else "T4")

@@ -16,9 +16,9 @@ from strata_policy.engine import Engine
 from strata_policy.errors import PermissionDenied
 from strata_policy.model import Scope, Snapshot
 from strata_policy.service.auth import Grant, check_request
-from strata_policy.service.results import encoded_data
+from strata_policy.service.place_request_decoder import decode_place
+from strata_policy.service.result_encoder import encoded_data
 from strata_policy.service.servicer import PolicyServicer
-from strata_policy.service.wire import decode_place
 from strata_policy.testing import node
 
 

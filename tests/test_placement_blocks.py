@@ -16,9 +16,9 @@ from naive_placement import naive_from_matrix
 from strata_policy.kernels import BlockIndex, BlockLayout, search
 from strata_policy.kernels.bounds import _bound_rows, _weight_terms
 from strata_policy.model import Node, Policy, Workload
-from strata_policy.policy.placement import POLICY_CODES, PlacementOptions, place_batch, place_one
-from strata_policy.policy.placement_inputs import request_row, weight_rows
-from strata_policy.policy.static_masks import _build_mask
+from strata_policy.placement.kernel_inputs import request_row, weight_rows
+from strata_policy.placement.place import POLICY_CODES, PlacementOptions, place_batch, place_one
+from strata_policy.placement.static_masks import _build_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from strata_policy.model import HOSTNAME_KEY, Node, Placement, Policy, Workload
-from strata_policy.policy.placement import PlacementOptions, PlacementOutcome, _placed, place_one
+from strata_policy.placement.place import PlacementOptions, PlacementOutcome, _placed, place_one
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 

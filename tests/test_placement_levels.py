@@ -12,8 +12,8 @@ from naive_placement import naive_from_matrix
 from test_placement_blocks import RESOURCE_POLICIES, block_sizes
 
 from strata_policy.model import Node, Policy, Workload
-from strata_policy.policy.placement import PlacementOptions, place_batch, place_one
-from strata_policy.policy.static_masks import search_levels, static_mask
+from strata_policy.placement.place import PlacementOptions, place_batch, place_one
+from strata_policy.placement.static_masks import search_levels, static_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from naive_placement import naive_from_matrix
 
 from strata_policy.model import HOSTNAME_KEY, Node, Policy, Workload
-from strata_policy.policy.placement import (
+from strata_policy.placement.place import (
     FgdScore,
     PlacementOptions,
     PlacementOutcome,

@@ -1,6 +1,6 @@
 """Admit ≡ dry-run Reclaim (DESIGN §2) through the engine, on every path that decides quota:
 one-workload Admit (its lean path), batch Admit, Place of inline workloads one by one and
-through the batch lane (``usecases.fast_place``)."""
+through the batch lane (``engine.fast_place``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from test_quota_reclaim_properties import contested, pending, worlds
 
 from strata_policy.engine import Engine
+from strata_policy.engine.fast_place import FAST_PATH_MIN
 from strata_policy.model import (
     Decision,
     Node,
@@ -23,7 +24,6 @@ from strata_policy.model import (
     WorkloadResult,
 )
 from strata_policy.testing import node, scope, workload
-from strata_policy.usecases.fast_place import FAST_PATH_MIN
 
 FILLERS = tuple(workload(f"fill-{i}", "fill", cpu=0.001) for i in range(FAST_PATH_MIN))
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strata_policy.kernels import scan_records, write_records
-from strata_policy.kernels.records import SEPARATOR
+from strata_policy.kernels.proto_records import SEPARATOR
 
 
 def naive_scan(raw: bytes, pos: int, end: int, tail: bytes) -> tuple[list[bytes], int]:

@@ -15,8 +15,8 @@ from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.engine import Engine
 from strata_policy.service import convert
+from strata_policy.service.place_request_decoder import decode_place
 from strata_policy.service.servicer import PolicyServicer
-from strata_policy.service.wire import decode_place
 from strata_policy.state.limits import Limits
 from strata_policy.testing import node, scope, snapshot
 

@@ -1,6 +1,6 @@
-"""A tagged batch (``quota.groups.TaggedWorkloads``, as ``service.wire`` decodes Place) is grouped
-and checked by its tags with the same outcome as by its fields: the same groups, answers, errors
-and state."""
+"""A tagged batch (``quota.groups.TaggedWorkloads``, as ``service.place_request_decoder``
+decodes Place) is grouped and checked by its tags with the same outcome as by its fields: the
+same groups, answers, errors and state."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strata_policy.engine import Engine
+from strata_policy.engine import Engine, fast_place
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import BatchResult, Order, Policy, Snapshot, Workload
-from strata_policy.policy.placement import PlacementOptions
+from strata_policy.placement.place import PlacementOptions
 from strata_policy.quota.groups import TaggedWorkloads, group, group_tagged, representatives
 from strata_policy.testing import node, scope
-from strata_policy.usecases import fast_place
 
 NODES = tuple(node(f"n{i}", cpu=16, gpus=4 + 4 * (i % 2)) for i in range(12))
 SCOPES = (scope("org"), scope("a", "org", limit={"gpu": 20000}), scope("b", "org"))

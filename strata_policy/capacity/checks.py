@@ -36,7 +36,7 @@ from strata_policy.capacity.plan import CapacityCheck, CheckKind
 from strata_policy.model import RunningWorkload, Workload
 from strata_policy.model.decisions import Policy
 from strata_policy.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU
-from strata_policy.policy.placement import PlacementOptions, place_batch
+from strata_policy.placement.place import PlacementOptions, place_batch
 from strata_policy.quota import QuotaTree
 from strata_policy.state.nodes import NodeMatrix
 

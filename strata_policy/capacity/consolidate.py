@@ -34,7 +34,7 @@ from strata_policy.capacity.estimate import how_many
 from strata_policy.capacity.plan import CapacityCheck, Consolidation, ConsolidationAction, Move
 from strata_policy.model import HOSTNAME_KEY, Node, Placement, RunningWorkload, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU
-from strata_policy.policy.placement import PlacementOptions, place_one
+from strata_policy.placement.place import PlacementOptions, place_one
 from strata_policy.quota import QuotaTree
 from strata_policy.state.nodes import NodeMatrix
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from strata_policy.model import Reason
 from strata_policy.model.decisions import Policy
-from strata_policy.policy.placement import PlacementOptions
+from strata_policy.placement.place import PlacementOptions
 
 DEFAULT_DISRUPTION_BUDGET = 1
 """``disruption_budget`` 0 means this many nodes: one node at a time, Karpenter's own pace

@@ -33,7 +33,7 @@ from strata_policy.capacity.consolidate import consolidate
 from strata_policy.capacity.estimate import estimate
 from strata_policy.capacity.plan import CapacityPlan, PlanOptions, ScaleUp, Unplaceable
 from strata_policy.model import Node, Placement, Reason, ReasonCode, RunningWorkload, Workload
-from strata_policy.policy.placement import (
+from strata_policy.placement.place import (
     PlacementOptions,
     PlacementOutcome,
     place_batch,

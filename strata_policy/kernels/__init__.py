@@ -23,7 +23,7 @@ from strata_policy.kernels.fit import (
     RANDOM,
 )
 from strata_policy.kernels.frag import FGD_PAPER, FGD_REFINED, FGD_UNTRUNCATED
-from strata_policy.kernels.records import scan_records, write_records
+from strata_policy.kernels.proto_records import scan_records, write_records
 from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery, device_set
 
 __all__ = [

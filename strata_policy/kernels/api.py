@@ -1,6 +1,6 @@
 """Validating wrappers around the kernels: arrays in, arrays out, shapes and dtypes checked.
 
-Nothing here knows about nodes or workloads; ``strata_policy.policy.placement`` turns those into
+Nothing here knows about nodes or workloads; ``strata_policy.placement.place`` turns those into
 the arrays below. A wrong shape or dtype is a bug in the caller and raises ``ValueError`` before
 any kernel runs (a kernel would otherwise read out of bounds or silently cast).
 """
@@ -15,7 +15,7 @@ import numpy as np
 from strata_policy.kernels.fit import DOT_PRODUCT
 from strata_policy.kernels.frag import FGD_REFINED, FGD_UNTRUNCATED, _frag_rows
 from strata_policy.kernels.place import _place_batch
-from strata_policy.kernels.records import scan_records, write_records
+from strata_policy.kernels.proto_records import scan_records, write_records
 from strata_policy.kernels.search import BlockIndex, BlockLayout
 from strata_policy.kernels.tree import _tree_place
 

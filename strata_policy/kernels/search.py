@@ -54,7 +54,7 @@ class BlockQuery:
 
     The constructor checks nothing: ``BlockIndex.query`` is the validating way to make one.
     Only code that builds every array itself with the dtypes and shapes ``query`` checks calls
-    it directly (``policy.placement_cache``: the first call of a shape would otherwise pay
+    it directly (``placement.one_replica``: the first call of a shape would otherwise pay
     about 1.5 µs for checks its own construction already guarantees)."""
 
     __slots__ = ("args", "devices", "layout")

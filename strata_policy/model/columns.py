@@ -1,11 +1,11 @@
 """A batch's results as the batch lane makes them: runs of PLACED results in columns.
 
-A Place of 1,000 workloads placed through the batch lane (``usecases.fast_place``) has its
+A Place of 1,000 workloads placed through the batch lane (``engine.fast_place``) has its
 results in four columns — ids, placement tuples, borrowed amounts, scores — before any
 ``WorkloadResult`` exists, and building those 1,000 values (eight slots each, and as many
 objects for the cyclic collector to walk) costs about a tenth of placing them. ``Engine.place``
 answers the values, as embedders read them; the Place RPC's encoder
-(``service.results.columnar_bytes``) writes the columns straight to the wire and builds none.
+(``service.result_encoder.columnar_bytes``) writes the columns straight to the wire and builds none.
 
 ``ColumnarBatch.batch_result()`` is exactly the ``BatchResult`` the engine answered before this
 existed (``tests/test_columnar.py``: arbitrary columns, and the engine's answers, both ways).

@@ -10,8 +10,8 @@ from strata_policy.quota.admission import decide_admit
 from strata_policy.quota.bulk import RunAdmitted, admit_all
 from strata_policy.quota.check import AdmitCheck, check_admit
 from strata_policy.quota.fair import batch_order
-from strata_policy.quota.reclaim import FitsAfter, ReclaimPlan, find_victims
 from strata_policy.quota.tree import QuotaTree
+from strata_policy.quota.victims import FitsAfter, ReclaimPlan, find_victims
 
 __all__ = [
     "AdmitCheck",

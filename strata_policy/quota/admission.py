@@ -28,8 +28,8 @@ from strata_policy.model import (
 )
 from strata_policy.model.resources import Resources
 from strata_policy.quota.check import AdmitCheck, admissible, check_admit, requested
-from strata_policy.quota.reclaim import FitsAfter, find_victims
 from strata_policy.quota.tree import QuotaTree
+from strata_policy.quota.victims import FitsAfter, find_victims
 
 __all__ = ["AdmitCheck", "check_admit", "decide_admit"]
 

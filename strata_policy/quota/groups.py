@@ -2,13 +2,14 @@
 that depends only on that is done once per group instead of once per workload.
 
 The lane admits a run by summing it per scope and works out each workload's ``borrowed``
-(``quota.bulk``), and turns each workload into the kernel's rows (``placement_inputs``). Both
+(``quota.bulk``), and turns each workload into the kernel's rows (``kernel_inputs``). Both
 read only the scope, the request, the replicas, the selector, the GPU model and the spread key;
 a big batch has a handful of distinct combinations. Grouping costs one tuple key and one dict
 read per workload; everything after it is per group.
 
 A batch decoded from a request's bytes knows more for free: workloads read from one cached
-encoding share one fields tuple (``service.wire``). Such a batch comes as ``TaggedWorkloads``,
+encoding share one fields tuple (``service.place_request_decoder``). Such a batch comes as
+``TaggedWorkloads``,
 and ``group_tagged`` keys only one workload per distinct tag, merging tags whose keys are
 equal, so the per-workload work is a few C-level passes (``id``, a dict, ``Counter``).
 """

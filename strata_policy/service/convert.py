@@ -18,7 +18,7 @@ from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy import model
 from strata_policy.errors import InvalidArgument
-from strata_policy.policy.placement import FgdScore, PlacementOptions
+from strata_policy.placement.place import FgdScore, PlacementOptions
 from strata_policy.state.changes import Delta
 from strata_policy.state.taskmix import TaskType
 

@@ -25,7 +25,8 @@ from strata_policy.service import convert as c
 from strata_policy.service import plan_convert as pc
 from strata_policy.service import request_limits as limits
 from strata_policy.service.identity import caller_identity
-from strata_policy.service.results import (
+from strata_policy.service.place_request_decoder import DecodedPlace, decode_place
+from strata_policy.service.result_encoder import (
     EncodedResponse,
     add_results,
     columnar_bytes,
@@ -33,7 +34,6 @@ from strata_policy.service.results import (
     response_bytes,
 )
 from strata_policy.service.status import abort
-from strata_policy.service.wire import DecodedPlace, decode_place
 from strata_policy.state.store import request_digest
 
 log = structlog.get_logger("strata.service")

@@ -29,7 +29,7 @@ from strata_policy.capacity import NodeGroup, bound, checks
 from strata_policy.capacity.catalog import GROUP_LABEL
 from strata_policy.engine import Engine
 from strata_policy.model import Node, Scope, Snapshot, Workload
-from strata_policy.policy.placement import PlacementOptions, place_batch
+from strata_policy.placement.place import PlacementOptions, place_batch
 from strata_policy.simulate.autoscalers import Actions, View
 from strata_policy.simulate.trace import TimedWorkload
 from strata_policy.state.changes import Delta

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from strata_policy.capacity import NodeGroup
 from strata_policy.model import Policy, Scope
-from strata_policy.policy.placement import PlacementOptions
+from strata_policy.placement.place import PlacementOptions
 from strata_policy.simulate import autoscale
 from strata_policy.simulate.autoscale_catalog import day_catalog, openb_catalog, synthetic_day
 from strata_policy.simulate.autoscalers import ClusterAutoscaler, Karpenter, StrataAutoscaler

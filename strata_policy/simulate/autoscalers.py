@@ -40,7 +40,7 @@ from strata_policy.capacity.catalog import GROUP_LABEL, could_hold
 from strata_policy.capacity.consolidate import fresh_fit
 from strata_policy.model import Policy, RunningWorkload, Workload
 from strata_policy.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU
-from strata_policy.policy.placement import PlacementOptions, place_batch
+from strata_policy.placement.place import PlacementOptions, place_batch
 from strata_policy.state.cluster import ClusterState
 
 MIB = 1024**2

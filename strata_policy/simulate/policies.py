@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import Policy
 from strata_policy.model.resources import CPU, GPU
-from strata_policy.policy.placement import FgdScore, PlacementOptions
+from strata_policy.placement.place import FgdScore, PlacementOptions
 from strata_policy.simulate.metrics import Shape
 from strata_policy.state.taskmix import TaskType
 

@@ -1,4 +1,4 @@
-"""The use cases: snapshot → policy → commit, with logs, idempotency and the journal.
+"""The engine: snapshot → policy → commit, with logs, idempotency and the journal.
 
 ``Engine`` is also the public in-process API (the simulator, notebooks and embedders use it)::
 
@@ -49,6 +49,8 @@ from typing import Protocol, TypeVar
 import structlog
 
 from strata_policy.capacity import CapacityPlan, NodeGroup, PlanOptions
+from strata_policy.engine import batch, plan, reclaim
+from strata_policy.engine.request_checks import check_new_workloads
 from strata_policy.errors import (
     ClusterNotFound,
     GenerationConflict,
@@ -68,15 +70,13 @@ from strata_policy.model import (
     Workload,
     WorkloadResult,
 )
-from strata_policy.policy import values
-from strata_policy.policy.placement import PlacementOptions
+from strata_policy.placement import slot_builders
+from strata_policy.placement.place import PlacementOptions
 from strata_policy.quota import decide_admit
 from strata_policy.state import incremental, validate
 from strata_policy.state.changes import Change, ChangeKind, Delta
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.store import Limits, RequestKey, Store, request_digest
-from strata_policy.usecases import batch, plan, reclaim
-from strata_policy.usecases.requests import check_new_workloads
 
 log = structlog.get_logger("strata.engine")
 T = TypeVar("T")
@@ -606,7 +606,7 @@ class Engine:
             check_new_workloads(state, (workload,), "workloads")
             result = decide_admit(state.tree, state.workloads, workload, state.capacity)
             if result.decision is Decision.ADMITTED and not dry_run:
-                admitted = values.running(workload, (), now_ms or self.clock())
+                admitted = slot_builders.running(workload, (), now_ms or self.clock())
                 if self.journal is None:
                     # No write can fail after the checks above (id new, scope known, no nodes
                     # to allocate), so no transaction is needed to undo one.

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from strata_policy.engine.request_checks import check_new_workloads
 from strata_policy.model import (
     Decision,
     Placement,
@@ -20,10 +21,9 @@ from strata_policy.model import (
     Workload,
     WorkloadResult,
 )
-from strata_policy.policy.placement import PlacementOptions, PlacementOutcome, place_one
+from strata_policy.placement.place import PlacementOptions, PlacementOutcome, place_one
 from strata_policy.quota import check_admit, find_victims
 from strata_policy.state.cluster import ClusterState
-from strata_policy.usecases.requests import check_new_workloads
 
 
 def reclaim(

@@ -39,8 +39,8 @@ from strata_policy.model import (
     WorkloadResult,
 )
 from strata_policy.model.columns import Part
-from strata_policy.policy import values
-from strata_policy.policy.placement import PlacementOptions, place_batch, place_columns
+from strata_policy.placement import slot_builders
+from strata_policy.placement.place import PlacementOptions, place_batch, place_columns
 from strata_policy.quota import RunAdmitted, admit_all, batch_order, decide_admit
 from strata_policy.quota.groups import Groups, TaggedWorkloads, group, group_tagged
 from strata_policy.state.cluster import ClusterState
@@ -110,8 +110,8 @@ def _place_admitted_run(
     UNPLACED (they hold nothing, as when placed one by one).
 
     The kernel's columns are committed as they are: placed workloads' values are built column
-    by column through their slots (``policy.values``) and their replicas allocated from the
-    kernel's arrays (``PlacedBatch.rows``); only an unplaced workload gets a
+    by column through their slots (``placement.slot_builders``) and their replicas allocated
+    from the kernel's arrays (``PlacedBatch.rows``); only an unplaced workload gets a
     ``PlacementOutcome``, for its reasons. A run placed in full is answered as its columns
     (returned; no ``WorkloadResult`` built); otherwise every result is appended to
     ``results`` and None is returned."""
@@ -126,7 +126,7 @@ def _place_admitted_run(
         lent = list(compress(admitted.borrowed, placed))
         scores = list(compress(batch.scores, placed))
         taken = list(compress(chosen, placed))
-    rws = values.running_many(done, taken, now_ms)
+    rws = slot_builders.running_many(done, taken, now_ms)
     columns = PlacedColumns(list(map(_ID, done)), taken, lent, scores)
     charges = admitted.totals
     if len(done) == len(run):

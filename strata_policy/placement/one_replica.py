@@ -28,8 +28,8 @@ from collections.abc import Mapping
 
 from strata_policy import kernels
 from strata_policy.model.objects import Placement, Workload
-from strata_policy.policy import placement_inputs as inputs
-from strata_policy.policy.static_masks import search_levels, static_mask
+from strata_policy.placement import kernel_inputs as inputs
+from strata_policy.placement.static_masks import search_levels, static_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 

@@ -13,7 +13,7 @@ from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.model import Workload
 from strata_policy.quota.groups import TaggedWorkloads
-from strata_policy.service import convert, wire
+from strata_policy.service import convert, place_request_decoder
 
 names = st.text("abcxyz-./0123é", max_size=8)
 int64s = st.integers(-(2**63), 2**63 - 1)
@@ -70,10 +70,10 @@ def assert_reads_alike(raw: bytes) -> None:
         message, workloads = protobuf_reads(raw)
     except DecodeError:
         with pytest.raises(DecodeError):
-            wire.decode_place(raw)
+            place_request_decoder.decode_place(raw)
         return
     for _ in range(2):  # the second time from the cached tails
-        decoded = wire.decode_place(raw)
+        decoded = place_request_decoder.decode_place(raw)
         assert decoded.workloads == workloads
         assert [list(w.request.items()) for w in decoded.workloads] == [
             list(w.request.items()) for w in workloads
@@ -182,7 +182,7 @@ def test_a_tail_is_parsed_once_and_shared() -> None:
     raw = svc.PlaceRequest(
         workloads=[pb.Workload(id=f"w{i}", scope_id="org", request={"gpu": 1000}) for i in range(3)]
     ).SerializeToString()
-    first, *others = wire.decode_place(raw).workloads
+    first, *others = place_request_decoder.decode_place(raw).workloads
     assert all(w.request is first.request for w in others)
     assert [w.id for w in (first, *others)] == ["w0", "w1", "w2"]
 
@@ -197,7 +197,7 @@ def test_stamped_workloads_share_their_head() -> None:
         ]
     ).SerializeToString()
     assert_reads_alike(raw)
-    decoded = wire.decode_place(raw).workloads
+    decoded = place_request_decoder.decode_place(raw).workloads
     assert [w.queued_at_ms for w in decoded] == stamps
     assert all(w.request is decoded[0].request for w in decoded)
 
@@ -208,7 +208,9 @@ def test_long_tails_are_read_but_not_kept() -> None:
     alike = [pb.Workload(id=f"w{i}", scope_id="org", node_selector=selector) for i in range(2)]
     raw = svc.PlaceRequest(workloads=alike).SerializeToString()
     assert_reads_alike(raw)
-    assert all(len(tail) <= wire._MAX_TAIL_BYTES for tail in wire._tails)
+    assert all(
+        len(tail) <= place_request_decoder._MAX_TAIL_BYTES for tail in place_request_decoder._tails
+    )
 
 
 @settings(max_examples=150)
@@ -221,8 +223,9 @@ def test_long_tails_are_read_but_not_kept() -> None:
 def test_runs_of_one_tail_read_alike(
     base: pb.Workload, other: pb.Workload, picks: list[tuple[int, int]], request_id: str
 ) -> None:
-    """Batches repeating one tail (read as a run, ``wire._run``) read as protobuf reads them:
-    ids of any length, ids holding the tail's own bytes, another tail mixed in, fields after."""
+    """Batches repeating one tail (read as a run, ``place_request_decoder._run``) read as
+    protobuf reads them: ids of any length, ids holding the tail's own bytes, another tail mixed
+    in, fields after."""
     shared = pb.Workload()
     shared.CopyFrom(base)
     shared.ClearField("id")
@@ -246,7 +249,8 @@ def test_runs_of_one_tail_read_alike(
 )
 def test_batches_of_one_tag_read_alike(base: pb.Workload, stamps: list[int], same: bool) -> None:
     """A batch of workloads alike but for id, and for their stamps or not, reads as protobuf
-    reads it: one tail is one tag (``wire._workloads`` repeats its fields), stamps a head's."""
+    reads it: one tail is one tag (``place_request_decoder._workloads`` repeats its fields),
+    stamps a head's."""
     workloads = []
     for i, stamp in enumerate(stamps):
         w = pb.Workload()

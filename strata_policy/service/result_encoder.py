@@ -41,7 +41,7 @@ from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy import model
 from strata_policy.kernels import write_records
-from strata_policy.kernels.records import SEPARATOR
+from strata_policy.kernels.proto_records import SEPARATOR
 from strata_policy.model.resources import Resources
 from strata_policy.service.convert import DECISION_CODES as _CODES
 from strata_policy.service.convert import fill_result
@@ -325,7 +325,7 @@ def _cached(table: dict[_K, bytes], key: _K, fragment: bytes) -> bytes:
 def _placements_fragment(held: tuple[model.Placement, ...]) -> bytes:
     """The fragments of a result's placements, joined, cached under the tuple's ``id``.
 
-    The engine shares placement tuples between results and batches (``policy.placements``
+    The engine shares placement tuples between results and batches (``placement.shared_placements``
     caches a replica's one-placement tuple on the matrix), so most results' tuples are ones
     seen before: found by identity, they cost one lookup instead of a key and a lookup per
     placement. The entry holds the tuple itself, so its ``id`` cannot be reused while cached,

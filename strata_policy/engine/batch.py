@@ -12,6 +12,9 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from strata_policy.engine import fast_place
+from strata_policy.engine.fast_place import FAST_PATH_MIN
+from strata_policy.engine.request_checks import check_ids, check_new_workloads
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import (
     BatchResult,
@@ -25,14 +28,11 @@ from strata_policy.model import (
     Workload,
     WorkloadResult,
 )
-from strata_policy.policy.placement import PlacementOptions, place_one
+from strata_policy.placement.place import PlacementOptions, place_one
 from strata_policy.quota import batch_order, decide_admit
 from strata_policy.quota.groups import TaggedWorkloads, representatives
 from strata_policy.state import validate
 from strata_policy.state.cluster import ClusterState
-from strata_policy.usecases import fast_place
-from strata_policy.usecases.fast_place import FAST_PATH_MIN
-from strata_policy.usecases.requests import check_ids, check_new_workloads
 
 __all__ = ["FAST_PATH_MIN", "admit", "place", "release"]
 _ID = operator.attrgetter("id")

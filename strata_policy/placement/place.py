@@ -23,10 +23,10 @@ from strata_policy import kernels
 from strata_policy.model.decisions import Policy, Reason
 from strata_policy.model.objects import Placement, Workload
 from strata_policy.model.slots import setters
-from strata_policy.policy import placement_inputs as inputs
-from strata_policy.policy.explain import SPREAD_CONFLICT, insufficient, unfit_reason
-from strata_policy.policy.placement_cache import place_blocks, place_cached
-from strata_policy.policy.placements import batch_placements
+from strata_policy.placement import kernel_inputs as inputs
+from strata_policy.placement.explain import SPREAD_CONFLICT, insufficient, unfit_reason
+from strata_policy.placement.one_replica import place_blocks, place_cached
+from strata_policy.placement.shared_placements import batch_placements
 from strata_policy.quota.groups import Groups
 from strata_policy.state.allocation import ReplicaRows
 from strata_policy.state.nodes import NodeMatrix
@@ -51,7 +51,7 @@ class FgdScore(Enum):
     ``UNTRUNCATED`` the strict ``−ΔF``; ``REFINED`` (the default) the paper's score over ΔF plus
     the change in GPU milli that the node's free CPU cannot feed, ties to the device left with
     the least free milli, and its mix weighs each shape per unit of the GPU capacity its models
-    allow (``placement_inputs.per_capacity_weights``), so nodes of a model few nodes have are
+    allow (``kernel_inputs.per_capacity_weights``), so nodes of a model few nodes have are
     kept for the tasks that need it. On the openb trace REFINED leaves about 12 % fewer GPUs
     unallocated than PAPER, and ahead on every variant family (docs/simulation.md).
     """
@@ -157,7 +157,7 @@ def place_one(
     """Place all replicas of ``workload`` or none; does not mutate ``matrix``.
 
     A single replica without spread (any policy but RANDOM) is answered by the fast paths of
-    ``placement_cache`` (the block search; FGD's score tree per shape); the rest, and every
+    ``placement.one_replica`` (the block search; FGD's score tree per shape); the rest, and every
     unplaced answer (it needs the reasons), run the batch kernel on this one workload.
     """
     policy = options.policy

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from strata_policy.model.objects import Placement
-from strata_policy.policy import values
-from strata_policy.policy.placement_inputs import MAX_PLACEMENTS, placement_of
+from strata_policy.placement import slot_builders
+from strata_policy.placement.kernel_inputs import MAX_PLACEMENTS, placement_of
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.validate import MAX_DEVICES_PER_NODE
 
@@ -35,7 +35,7 @@ def batch_placements(
     the matrix (a tuple and its ``Placement`` are immutable, and building them costs more than
     finding the node), one C-level ``map`` for the whole batch. The misses are built
     afterwards: the batch's new single placements (a node's or device's first use) by column
-    (``values.placement_many``) and cached; gangs and several devices one at a time, through
+    (``slot_builders.placement_many``) and cached; gangs and several devices one at a time, through
     ``placement_of``'s cache.
     """
     width = devices.shape[1]
@@ -56,7 +56,7 @@ def batch_placements(
         rows = offsets[new]
         names = list(map(node_ids(matrix).__getitem__, node[rows].tolist()))
         devs = list(map(_DEVICES.__getitem__, (devices[rows, 0] + 1).tolist()))
-        made = list(zip(values.placement_many(names, devs)))  # zip of one: 1-tuples
+        made = list(zip(slot_builders.placement_many(names, devs)))  # zip of one: 1-tuples
         cache.update(zip(code[new].tolist(), made, strict=True))
         for w, one in zip(new.tolist(), made, strict=True):
             out[w] = one

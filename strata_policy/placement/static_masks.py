@@ -23,7 +23,7 @@ import numpy as np
 
 from strata_policy.model.objects import Workload
 from strata_policy.model.resources import GPU
-from strata_policy.policy.explain import MODEL_MISMATCH, SELECTOR_MISMATCH, UNSCHEDULABLE
+from strata_policy.placement.explain import MODEL_MISMATCH, SELECTOR_MISMATCH, UNSCHEDULABLE
 from strata_policy.state.nodes import NodeMatrix
 
 _MAX_CACHED = 1024

@@ -1,6 +1,6 @@
 """Turning workloads and options into the kernel's arrays, with the caches that make it cheap.
 
-* **Static masks** (``policy.static_masks``): schedulable, selector and model, once per distinct
+* **Static masks** (``placement.static_masks``): schedulable, selector and model, once per distinct
   (selector, models, wants-gpu), shared by every copy of the matrix.
 * **FGD statistics.** The per-(node, shape) ``count_ge``/``below`` statistics depend on the
   nodes' device state and the shapes' per-device milli only. They live in ``matrix.derived``
@@ -19,8 +19,8 @@ import numpy as np
 from strata_policy.kernels import FragArrays, refresh_frag_rows
 from strata_policy.model.objects import HOSTNAME_KEY, Placement, Workload
 from strata_policy.model.resources import MILLI_PER_GPU
-from strata_policy.policy import values
-from strata_policy.policy.static_masks import StaticMask, static_mask
+from strata_policy.placement import slot_builders
+from strata_policy.placement.static_masks import StaticMask, static_mask
 from strata_policy.quota.groups import Groups, group
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
@@ -42,7 +42,7 @@ def placement_of(matrix: NodeMatrix, node: int, devices: tuple[int, ...]) -> Pla
     if found is None:
         if len(cache) > MAX_PLACEMENTS:
             cache.clear()
-        found = cache[key] = values.placement(matrix.nodes[node].id, devices)
+        found = cache[key] = slot_builders.placement(matrix.nodes[node].id, devices)
     return found
 
 

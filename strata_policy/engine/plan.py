@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from strata_policy.capacity import CapacityPlan, NodeGroup, PlanOptions, plan_capacity
+from strata_policy.engine.request_checks import check_new_workloads
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import Workload
 from strata_policy.state import validate
 from strata_policy.state.cluster import ClusterState
-from strata_policy.usecases.requests import check_new_workloads
 
 MAX_DISRUPTION_BUDGET = 10_000
 

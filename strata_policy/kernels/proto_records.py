@@ -1,5 +1,6 @@
 """Protobuf records of a Place request's workloads and of its response's results, read and
-written by kernels, without a Python step per record (``service.wire``, ``service.results``).
+written by kernels, without a Python step per record (``service.place_request_decoder``,
+``service.result_encoder``).
 
 ``scan_records``: where the ids are in a run of records that repeat one tail. A record there
 is the bytes ``0x12 L 0x0A n id tail``: field 2 (a workload), length-delimited with a one-byte

@@ -46,7 +46,7 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.kernels import scan_records
-from strata_policy.kernels.records import SEPARATOR
+from strata_policy.kernels.proto_records import SEPARATOR
 from strata_policy.model import Workload, new_workload
 from strata_policy.model.objects import WORKLOAD_SETTERS
 from strata_policy.quota.groups import TaggedWorkloads
