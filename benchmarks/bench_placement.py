@@ -32,6 +32,7 @@ import numpy as np
 
 from strata_policy import kernels
 from strata_policy.model import Node, Policy, Workload
+from strata_policy.placement.index import index_of
 from strata_policy.placement.place import PlacementOptions, place_batch, place_one
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskMix
@@ -53,9 +54,9 @@ def _per_call(fn: Callable[[], object], repeat: int) -> float:
 
 def _forget_shapes(m: NodeMatrix, masks: bool = False) -> None:
     """Drop the per-shape inputs cached on the matrix (and the static masks, when asked)."""
-    m.shared("block-queries", dict).clear()
+    index_of(m).lineage.queries.clear()
     if masks:
-        m.shared("masks", dict).clear()
+        index_of(m).lineage.masks.clear()
 
 
 def _new_shape(m: NodeMatrix, wl: Workload, opts: PlacementOptions, masks: bool = False) -> None:
@@ -84,7 +85,7 @@ def _committed_run(n: int, policy: Policy, count: int) -> float:
     from an empty cluster of ``n`` nodes (the batch's mix of shapes). The block summaries are
     built before the clock starts: that happens once per pushed snapshot (``_index_build``)."""
     m = _cluster(n)
-    m.block_index()
+    index_of(m).block_index(m)
     gc.collect()  # the new cluster's objects aged, as in a server between pushes
     opts = PlacementOptions(policy=policy)
     took = 0.0
@@ -207,10 +208,10 @@ def _openb() -> tuple[list[Node], list[Workload]]:
 def _selection_build(m: NodeMatrix) -> float:
     """Seconds to index one label value of ``m`` for node selectors (once per value and pushed
     snapshot; the label's per-node codes, once per key, are built before the clock starts)."""
-    m.label_codes("zone")
-    m.shared("label-values", dict).clear()
+    index_of(m).lineage.label_codes(m, "zone")
+    index_of(m).lineage.selections.clear()
     start = time.perf_counter()
-    m.label_selection("zone", "z2")
+    index_of(m).lineage.label_selection(m, "zone", "z2")
     return time.perf_counter() - start
 
 
@@ -219,7 +220,7 @@ def _index_build(n: int) -> float:
     pushed snapshot; the layout is shared by the snapshot's copies)."""
     m = _cluster(n)
     start = time.perf_counter()
-    m.block_index()
+    index_of(m).block_index(m)
     return time.perf_counter() - start
 
 

@@ -10,6 +10,7 @@ from test_placement_blocks import RESOURCE_POLICIES, WEIGHTS, block_sizes
 from test_placement_levels import SELECTORS, clusters
 
 from strata_policy.model import Node, Policy
+from strata_policy.placement.index import index_of
 from strata_policy.placement.kernel_inputs import (
     DEFAULT_WEIGHTS,
     request_and_weights,
@@ -102,7 +103,7 @@ def test_unchecked_query_equals_the_validating_one(
         code = POLICY_CODES[policy]
         fast = _block_query(m, wl, code, weights)
         assert fast is not None
-        index = m.block_index()
+        index = index_of(m).block_index(m)
         policy_code, mask, blocks, supers, select_blocks, select_supers, req, row = fast.args
         checked = index.query(policy=policy_code, req=req, weights=row, mask=mask,
                               levels=(blocks, supers),

@@ -220,8 +220,7 @@ steps = st.lists(
 # NodeMatrix slots that are caches or cache stamps, not state: every other slot is compared, so
 # a slot added to the matrix is compared unless it is named here.
 CACHE_SLOTS = frozenset(
-    {"_blocks", "_blocks_at", "_journal", "_lock", "_shared", "derived", "epoch", "journal_len",
-     "trees", "version"}
+    {"epoch", "journal", "journal_len", "lineage", "placement_index", "version"}
 )  # fmt: skip
 
 

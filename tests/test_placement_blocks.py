@@ -16,6 +16,7 @@ from naive_placement import naive_from_matrix
 from strata_policy.kernels import BlockIndex, BlockLayout, search
 from strata_policy.kernels.bounds import _bound_rows, _weight_terms
 from strata_policy.model import Node, Policy, Workload
+from strata_policy.placement.index import index_of
 from strata_policy.placement.kernel_inputs import request_row, weight_rows
 from strata_policy.placement.place import POLICY_CODES, PlacementOptions, place_batch, place_one
 from strata_policy.placement.static_masks import _build_mask
@@ -153,7 +154,7 @@ def test_block_search_batch_equals_one_by_one(
     opts = PlacementOptions(policy=policy)
     with block_sizes(block, sup):
         m = NodeMatrix.from_nodes(ns)
-        index = m.block_index()
+        index = index_of(m).block_index(m)
         before = [a.copy() for a in index.summaries]
         got = place_batch(m, batch, opts)
         assert all((a == b).all() for a, b in zip(index.summaries, before, strict=True))
@@ -165,7 +166,7 @@ def test_block_search_batch_equals_one_by_one(
 
 def _fresh(m: NodeMatrix) -> BlockIndex:
     return BlockIndex(
-        layout=m.block_layout(), free=m.free, gpu_free=m.gpu_free, capacity=m.capacity,
+        layout=index_of(m).lineage.layout(m), free=m.free, gpu_free=m.gpu_free, capacity=m.capacity,
         inv_cap=m.inv_capacity, inv_max_cap=m.inv_max_capacity,
     )  # fmt: skip
 
@@ -178,7 +179,7 @@ def test_summaries_follow_the_journal(ns: list[Node], takes: list[tuple[int, int
     kept summaries equal a fresh build."""
     with block_sizes(2, 2):
         m = NodeMatrix.from_nodes(ns)
-        m.block_index()
+        index_of(m).block_index(m)
         for i, (pick, gpu) in enumerate(takes):
             n = pick % len(ns)
             devs = [d for d in range(int(m.gpu_devices[n])) if m.gpu_free[n, d] >= max(gpu, 1)]
@@ -189,10 +190,10 @@ def test_summaries_follow_the_journal(ns: list[Node], takes: list[tuple[int, int
                 if i % 2:
                     m.deallocate(n, request, chosen)
             if i % 7 == 6:
-                kept = m.block_index()
+                kept = index_of(m).block_index(m)
                 for a, b in zip(kept.summaries, _fresh(m).summaries, strict=True):
                     assert (a == b).all()
-        kept = m.block_index()
+        kept = index_of(m).block_index(m)
         for a, b in zip(kept.summaries, _fresh(m).summaries, strict=True):
             assert (a == b).all()
 
@@ -252,7 +253,7 @@ def test_static_mask_matches_its_definition(
     pass), and its first-failure counts, block levels and selected nodes (per block)."""
     with block_sizes(block, 2):
         m = NodeMatrix.from_nodes(ns)
-        got = _build_mask(m, selector, models, wants_gpu)
+        got = _build_mask(index_of(m).lineage, m, selector, models, wants_gpu)
         sched = m.schedulable
         sel = np.ones(len(ns), dtype=np.bool_)
         for key, value in selector:
@@ -270,7 +271,7 @@ def test_static_mask_matches_its_definition(
             "node_selector mismatch": int((sched & ~sel).sum()),
             "gpu_model mismatch": int((sched & sel & ~model_ok).sum()),
         }
-        blocks, supers = m.block_layout().mask_levels(want)
+        blocks, supers = index_of(m).lineage.layout(m).mask_levels(want)
         assert got.blocks.tolist() == blocks.tolist()
         assert got.supers.tolist() == supers.tolist()
 
@@ -310,7 +311,7 @@ def test_bounds_cover_every_fitting_node(
         m = NodeMatrix.from_nodes(ns)
         for pick, other in takes:
             _take(m, pick % len(ns), other)
-        index, lay = m.block_index(), m.block_layout()
+        index, lay = index_of(m).block_index(m), index_of(m).lineage.layout(m)
         req, _ = request_row(m, wl.request)
         wt = weight_rows(m, req, weights)
         weight_sum, trusted, plain, factor = _weight_terms(wt)
@@ -394,7 +395,7 @@ def test_layout_takes_the_adaptive_superblock_size() -> None:
     """With no superblock size set, a matrix's layout cuts its blocks by blocks_per_super."""
     with block_sizes(search.BLOCK_SIZE, 0):
         m = NodeMatrix.from_nodes([node(f"n{i}") for i in range(2000)])  # one class, 63 blocks
-        assert np.diff(m.block_layout().sstart).tolist() == [6] * 10 + [3]
+        assert np.diff(index_of(m).lineage.layout(m).sstart).tolist() == [6] * 10 + [3]
 
 
 # Blocks of two nodes: block 1 (n2, n3) bounds above block 0 (n0, n1) and is opened first; with

@@ -12,6 +12,7 @@ from naive_placement import naive_from_matrix
 from test_placement_blocks import RESOURCE_POLICIES, block_sizes
 
 from strata_policy.model import Node, Policy, Workload
+from strata_policy.placement.index import index_of
 from strata_policy.placement.place import PlacementOptions, place_batch, place_one
 from strata_policy.placement.static_masks import search_levels, static_mask
 from strata_policy.state.nodes import NodeMatrix
@@ -122,8 +123,8 @@ def test_first_placement_of_a_selector_equals_the_general_path(
         m = NodeMatrix.from_nodes(ns)
         for selector, models, gpu, cpu in asks:
             wl = _workload(selector, models, gpu, cpu)
-            m.shared("masks", dict).clear()
-            m.shared("block-queries", dict).clear()
+            index_of(m).lineage.masks.clear()
+            index_of(m).lineage.queries.clear()
             free, gpu_free = m.free.copy(), m.gpu_free.copy()
             got = place_one(m, wl, opts)
             assert np.array_equal(m.free, free)

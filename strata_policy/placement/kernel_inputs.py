@@ -1,11 +1,13 @@
-"""Turning workloads and options into the kernel's arrays, with the caches that make it cheap.
+"""Turning workloads and options into the kernel's arrays, through the caches of the
+placement index (``placement.index``) that make it cheap.
 
 * **Static masks** (``placement.static_masks``): schedulable, selector and model, once per distinct
   (selector, models, wants-gpu), shared by every copy of the matrix.
 * **FGD statistics.** The per-(node, shape) ``count_ge``/``below`` statistics depend on the
-  nodes' device state and the shapes' per-device milli only. They live in ``matrix.derived``
-  with a per-node stamp; a call refreshes just the rows whose ``matrix.version`` moved since
-  (one node per committed placement), so a placement costs O(N·T) arithmetic, not O(N·T·D).
+  nodes' device state and the shapes' per-device milli only. They live in the matrix's
+  ``PlacementIndex.frag_stats`` with a per-node stamp; a call refreshes just the rows whose
+  ``matrix.version`` moved since (one node per committed placement), so a placement costs
+  O(N·T) arithmetic, not O(N·T·D).
 """
 
 from __future__ import annotations
@@ -16,39 +18,42 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from strata_policy.kernels import FragArrays, refresh_frag_rows
+from strata_policy.kernels import FragArrays
 from strata_policy.model.objects import HOSTNAME_KEY, Placement, Workload
 from strata_policy.model.resources import MILLI_PER_GPU
 from strata_policy.placement import slot_builders
+from strata_policy.placement.index import (
+    MAX_FRAG_STATS,
+    MAX_PLACEMENTS,
+    LineageCaches,
+    Mix,
+    MixArrays,
+    index_of,
+    remember,
+)
 from strata_policy.placement.static_masks import StaticMask, static_mask
 from strata_policy.quota.groups import Groups, group
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 
-_MAX_FRAG_CACHED = 8
-
-
-MAX_PLACEMENTS = 1 << 17
 _I64 = np.dtype(np.int64)
 _F64 = np.dtype(np.float64)
-_ZEROS = "zero-request"  # matrix.shared: 0 per resource column, in column order
 
 
 def placement_of(matrix: NodeMatrix, node: int, devices: tuple[int, ...]) -> Placement:
     """The shared ``Placement`` of one replica on node index ``node`` and ``devices``."""
-    cache: dict[tuple[int, tuple[int, ...]], Placement] = matrix.shared("placements", dict)
+    cache = index_of(matrix).lineage.placements
     key = (node, devices)
     found = cache.get(key)
     if found is None:
-        if len(cache) > MAX_PLACEMENTS:
-            cache.clear()
-        found = cache[key] = slot_builders.placement(matrix.nodes[node].id, devices)
+        made = slot_builders.placement(matrix.nodes[node].id, devices)
+        found = remember(cache, key, made, MAX_PLACEMENTS)
     return found
 
 
 def spread_codes(matrix: NodeMatrix, key: str) -> np.ndarray:
     """Per node, the code of its value of the spread key (-1 when absent)."""
-    return matrix.label_codes(key or HOSTNAME_KEY)[0]
+    return index_of(matrix).lineage.label_codes(matrix, key or HOSTNAME_KEY)[0]
 
 
 def seed_of(seed: int, workload_id: str) -> int:
@@ -95,7 +100,7 @@ def request_and_weights(
     that."""
     names = matrix.resources
     n = len(names)
-    zeros: dict[str, int] = matrix.shared(_ZEROS, lambda: dict.fromkeys(names, 0))
+    zeros = index_of(matrix).lineage.zero_request(matrix)
     amounts = {**zeros, **request}
     req = np.fromiter(amounts.values(), _I64, n)
     missing = "" if len(amounts) == n else _missing(matrix, request)
@@ -248,26 +253,6 @@ def batch_shapes(
 # -- FGD -----------------------------------------------------------------------------------
 
 
-class _FragCache:
-    """Cached FGD statistics for one tuple of per-device milli, with per-node stamps."""
-
-    __slots__ = ("below", "count_ge", "stamp", "t_gpu")
-
-    def __init__(self, t_gpu: np.ndarray, n_nodes: int) -> None:
-        self.t_gpu = t_gpu
-        self.count_ge = np.zeros((n_nodes, t_gpu.shape[0]), dtype=np.int64)
-        self.below = np.zeros((n_nodes, t_gpu.shape[0]), dtype=np.int64)
-        self.stamp = np.full(n_nodes, -1, dtype=np.int64)
-
-    def copy(self) -> _FragCache:
-        other = _FragCache.__new__(_FragCache)
-        other.t_gpu = self.t_gpu
-        other.count_ge = self.count_ge.copy()
-        other.below = self.below.copy()
-        other.stamp = self.stamp.copy()
-        return other
-
-
 def shape_arrays(types: Sequence[TaskType]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per shape: cpu milli, per-device GPU milli (0 for CPU-only), device count."""
     cpu = np.array([t.cpu_milli for t in types], dtype=np.int64)
@@ -277,24 +262,19 @@ def shape_arrays(types: Sequence[TaskType]) -> tuple[np.ndarray, np.ndarray, np.
     return cpu, per.astype(np.int64), k.astype(np.int64)
 
 
-_ShapeArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]
-_SHAPES: dict[tuple[TaskType, ...], _ShapeArrays] = {}
-_LAST: list[tuple[tuple[TaskType, ...], _ShapeArrays]] = []
-
-
-def _shape_cache(types: tuple[TaskType, ...]) -> _ShapeArrays:
-    """The shape arrays of ``types``, cached (the same typical mix is used call after call)."""
-    if _LAST and _LAST[0][0] is types:
-        return _LAST[0][1]
-    found = _SHAPES.get(types)
+def _mix_arrays(lineage: LineageCaches, types: Mix) -> MixArrays:
+    """The shape arrays of ``types``, cached in the lineage (the same typical mix is used call
+    after call; the same tuple again skips even hashing it)."""
+    last = lineage.last_mix
+    if last is not None and last[0] is types:
+        return last[1]
+    found = lineage.mixes.get(types)
     if found is None:
-        if len(_SHAPES) >= _MAX_FRAG_CACHED:
-            _SHAPES.clear()
         t_cpu, t_gpu, t_k = shape_arrays(types)
         t_w = np.array([t.weight for t in types], dtype=np.float64)
-        found = (t_cpu, t_gpu, t_k, t_w, tuple(t.gpu_model for t in types))
-        _SHAPES[types] = found
-    _LAST[:] = [(types, found)]  # identity fast path: the same tuple again skips hashing
+        made = (t_cpu, t_gpu, t_k, t_w, tuple(t.gpu_model for t in types))
+        found = remember(lineage.mixes, types, made, MAX_FRAG_STATS)
+    lineage.last_mix = (types, found)
     return found
 
 
@@ -346,38 +326,23 @@ def frag_arrays(
     (``per_capacity_weights``)."""
     if not types:
         return FragArrays.empty(len(matrix))
-    t_cpu, t_gpu, t_k, weights, models = _shape_cache(
-        types if isinstance(types, tuple) else tuple(types)
+    index = index_of(matrix)
+    lineage = index.lineage
+    t_cpu, t_gpu, t_k, weights, models = _mix_arrays(
+        lineage, types if isinstance(types, tuple) else tuple(types)
     )
-    key = ("fgd", tuple(t_gpu.tolist()))
-    cache = matrix.derived.get(key)
-    if cache is None:
-        if len(matrix.derived) >= _MAX_FRAG_CACHED:
-            matrix.derived.pop(next(iter(matrix.derived)))
-        cache = _FragCache(t_gpu, len(matrix))
-        matrix.derived[key] = cache
-    stale = np.flatnonzero(cache.stamp != matrix.version)
-    if stale.size:
-        refresh_frag_rows(matrix.gpu_free, stale, t_gpu, cache.count_ge, cache.below)
-        cache.stamp[stale] = matrix.version[stale]
-    model_cache: dict[tuple[str, ...], np.ndarray] = matrix.shared("fgd-models", dict)
-    model_ok = model_cache.get(models)
+    stats = index.frag_stats(matrix, t_gpu)
+    model_ok = lineage.fgd_models.get(models)
     if model_ok is None:
-        if len(model_cache) >= _MAX_FRAG_CACHED:
-            model_cache.clear()
-        model_ok = model_cache[models] = _model_ok(matrix, models)
+        model_ok = remember(lineage.fgd_models, models, _model_ok(matrix, models), MAX_FRAG_STATS)
     if per_capacity:
-        weight_cache: dict[tuple[tuple[str, ...], bytes], np.ndarray] = matrix.shared(
-            "fgd-capacity-weights", dict
-        )
         key_w = (models, weights.tobytes())
-        scaled = weight_cache.get(key_w)
+        scaled = lineage.fgd_weights.get(key_w)
         if scaled is None:
-            if len(weight_cache) >= _MAX_FRAG_CACHED:
-                weight_cache.clear()
             share = _capacity_share(matrix, model_ok)
-            scaled = weight_cache[key_w] = per_capacity_weights(weights, share)
+            scaled = per_capacity_weights(weights, share)
+            remember(lineage.fgd_weights, key_w, scaled, MAX_FRAG_STATS)
         weights = scaled
-    count_ge = cache.count_ge.copy() if private else cache.count_ge
-    below = cache.below.copy() if private else cache.below
+    count_ge = stats.count_ge.copy() if private else stats.count_ge
+    below = stats.below.copy() if private else stats.below
     return FragArrays(t_cpu, t_gpu, t_k, weights, model_ok, count_ge, below)

@@ -25,6 +25,7 @@ from strata_policy.model.objects import Placement, Workload
 from strata_policy.model.slots import setters
 from strata_policy.placement import kernel_inputs as inputs
 from strata_policy.placement.explain import SPREAD_CONFLICT, insufficient, unfit_reason
+from strata_policy.placement.index import index_of
 from strata_policy.placement.one_replica import place_blocks, place_cached
 from strata_policy.placement.shared_placements import batch_placements
 from strata_policy.quota.groups import Groups
@@ -245,7 +246,7 @@ def _place(
     gpu_free = matrix.gpu_free.copy() if private else matrix.gpu_free
     blocks = None
     if not (is_random or is_fgd):
-        blocks = matrix.block_index()
+        blocks = index_of(matrix).block_index(matrix)
         if private:
             blocks = blocks.with_state(free, gpu_free)
     result = kernels.place_batch_arrays(

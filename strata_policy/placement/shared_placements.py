@@ -1,8 +1,8 @@
 """A kernel batch's placements as shared ``Placement`` values.
 
 ``Placement`` values are immutable and a batch's replicas land on a limited set of (node,
-devices): the values are cached on the matrix (``matrix.shared``, so copies share them) and a
-batch looks most of them up instead of building them. See ``batch_placements``.
+devices): the values are cached in the lineage's caches (``placement.index``, so copies share
+them) and a batch looks most of them up instead of building them. See ``batch_placements``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import numpy as np
 
 from strata_policy.model.objects import Placement
 from strata_policy.placement import slot_builders
-from strata_policy.placement.kernel_inputs import MAX_PLACEMENTS, placement_of
+from strata_policy.placement.index import MAX_PLACEMENTS, index_of
+from strata_policy.placement.kernel_inputs import placement_of
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.validate import MAX_DEVICES_PER_NODE
 
@@ -43,7 +44,8 @@ def batch_placements(
     single = placed & (replicas == 1) & (n_devices <= 1)
     rows = offsets[single]
     code[single] = node[rows] * (width + 1) + (devices[rows, 0] + 1 if width else 0)
-    cache: dict[int, tuple[Placement, ...]] = matrix.shared("replica-tuples", dict)
+    lineage = index_of(matrix).lineage
+    cache = lineage.replica_tuples
     if len(cache) > MAX_PLACEMENTS:
         cache.clear()
     out: list[tuple[Placement, ...] | None] = list(map(cache.get, code.tolist()))
@@ -54,7 +56,7 @@ def batch_placements(
     new = miss[code[miss] >= 0]  # one replica, at most one device, not cached yet: by column
     if new.size:
         rows = offsets[new]
-        names = list(map(node_ids(matrix).__getitem__, node[rows].tolist()))
+        names = list(map(lineage.node_ids(matrix).__getitem__, node[rows].tolist()))
         devs = list(map(_DEVICES.__getitem__, (devices[rows, 0] + 1).tolist()))
         made = list(zip(slot_builders.placement_many(names, devs)))  # zip of one: 1-tuples
         cache.update(zip(code[new].tolist(), made, strict=True))
@@ -93,9 +95,3 @@ def _gangs_and_unplaced(
             devs = tuple(dev_list[i][:k]) if k > 1 else _DEVICES[dev_list[i][0] + 1] if k else ()
             chosen.append(placement_of(matrix, nodes[i], devs))
         out[w] = tuple(chosen)
-
-
-def node_ids(matrix: NodeMatrix) -> list[str]:
-    """The nodes' ids in matrix order (shared by copies)."""
-    ids: list[str] = matrix.shared("node-ids", lambda: [nd.id for nd in matrix.nodes])
-    return ids

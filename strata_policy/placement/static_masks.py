@@ -2,10 +2,11 @@
 
 Schedulable, node selector and GPU model depend only on the (immutable) nodes and the workload's
 selector and model, so each distinct (selector, models, wants-gpu) gets its block levels and
-its reason counts computed once and shared by every copy of the matrix. That costs work per
+its reason counts computed once and shared by every copy of the matrix (in the lineage's caches
+of ``placement.index``). That costs work per
 block plus per selected node, not per node: the nodes of a block share schedulability, model
-and device count (``NodeMatrix.block_layout``), and a label value's nodes are indexed once
-(``NodeMatrix.label_selection``). The per-node mask, which only the batch kernel's scans read,
+and device count (``LineageCaches.layout``), and a label value's nodes are indexed once
+(``LineageCaches.label_selection``). The per-node mask, which only the batch kernel's scans read,
 is built on first use.
 
 The block search needs less than a ``StaticMask``: ``search_levels`` gives it a selector's
@@ -24,9 +25,8 @@ import numpy as np
 from strata_policy.model.objects import Workload
 from strata_policy.model.resources import GPU
 from strata_policy.placement.explain import MODEL_MISMATCH, SELECTOR_MISMATCH, UNSCHEDULABLE
+from strata_policy.placement.index import MAX_SHAPES, LineageCaches, MaskKey, index_of, remember
 from strata_policy.state.nodes import NodeMatrix
-
-_MAX_CACHED = 1024
 
 
 class StaticMask:
@@ -37,7 +37,7 @@ class StaticMask:
     whether it matches the node selector only: inside a block that passes, every node passes
     schedulable and model (a block's nodes are alike in those), so the block search needs no
     more. All of that costs work per block plus per selected node (``kernels.masks.
-    _static_blocks`` and ``NodeMatrix.label_selection``), paid by a batch or an unplaced answer
+    _static_blocks`` and ``LineageCaches.label_selection``), paid by a batch or an unplaced answer
     with a new selector (``search_levels`` serves the block search without it). ``mask``,
     every test per node (the batch kernel's scans), is built in one pass over the nodes the
     first time it is read.
@@ -69,17 +69,16 @@ class StaticMask:
         return found
 
 
-def _model_allowed(matrix: NodeMatrix, models: str) -> tuple[np.ndarray, bool]:
+def _model_allowed(
+    lineage: LineageCaches, matrix: NodeMatrix, models: str
+) -> tuple[np.ndarray, bool]:
     """Per model code whether ``models`` (``A|B``) allows it, and whether any model goes
-    (cached per spelling on the matrix)."""
-    cache: dict[str, tuple[np.ndarray, bool]] = matrix.shared("models-allowed", dict)
-    found = cache.get(models)
+    (cached per spelling in the lineage)."""
+    found = lineage.models_allowed.get(models)
     if found is None:
         names = {m for m in models.split("|") if m}
-        found = (np.array([m in names for m in matrix.models], dtype=np.bool_), not names)
-        if len(cache) >= _MAX_CACHED:
-            cache.clear()
-        cache[models] = found
+        allowed = (np.array([m in names for m in matrix.models], dtype=np.bool_), not names)
+        found = remember(lineage.models_allowed, models, allowed, MAX_SHAPES)
     return found
 
 
@@ -87,16 +86,17 @@ def _node_mask(
     matrix: NodeMatrix, selector: tuple[tuple[str, str], ...], models: str, wants_gpu: bool
 ) -> np.ndarray:
     """The static mask node by node, in one pass (``kernels.search.BlockLayout.static_mask``)."""
+    lineage = index_of(matrix).lineage
     n = len(matrix)
     codes = np.empty((len(selector), n), dtype=np.int64)
     wanted = np.empty(len(selector), dtype=np.int64)
     for k, (key, value) in enumerate(selector):
-        node_codes, values = matrix.label_codes(key)
+        node_codes, values = lineage.label_codes(matrix, key)
         codes[k] = node_codes
         code = values.get(value)
         wanted[k] = -2 if code is None else code  # -2: no node has the value
-    allowed, any_model = _model_allowed(matrix, models)
-    mask, *_ = matrix.block_layout().static_mask(
+    allowed, any_model = _model_allowed(lineage, matrix, models)
+    mask, *_ = lineage.layout(matrix).static_mask(
         schedulable=matrix.schedulable, label_codes=codes, wanted=wanted, model_allowed=allowed,
         any_model=any_model, model_code=matrix.model_code, gpu_devices=matrix.gpu_devices,
         wants_gpu=wants_gpu,
@@ -105,28 +105,32 @@ def _node_mask(
 
 
 def _build_mask(
-    matrix: NodeMatrix, selector: tuple[tuple[str, str], ...], models: str, wants_gpu: bool
+    lineage: LineageCaches,
+    matrix: NodeMatrix,
+    selector: tuple[tuple[str, str], ...],
+    models: str,
+    wants_gpu: bool,
 ) -> StaticMask:
-    """Block levels and counts from the nodes the selector picks (``NodeMatrix.
+    """Block levels and counts from the nodes the selector picks (``LineageCaches.
     label_selection``; with one label, or none, no node is visited)."""
-    layout = matrix.block_layout()
+    layout = lineage.layout(matrix)
     n_blocks = layout.bstart.shape[0] - 1
     if not selector:
-        hits, selected = matrix.shared("everyone", lambda: _everyone(matrix))
+        hits, selected = lineage.everyone(matrix)
     elif len(selector) == 1:
-        one = matrix.label_selection(*selector[0])
+        one = lineage.label_selection(matrix, *selector[0])
         hits, selected = one.block_hits, one.selected
     else:
-        chosen = matrix.label_selection(*selector[0]).nodes
+        chosen = lineage.label_selection(matrix, *selector[0]).nodes
         for key, value in selector[1:]:
-            chosen = chosen[matrix.label_selection(key, value).selected[chosen]]
+            chosen = chosen[lineage.label_selection(matrix, key, value).selected[chosen]]
         hits = np.bincount(layout.block_of[chosen], minlength=n_blocks).astype(np.int64)
         selected = np.zeros(len(matrix), dtype=np.bool_)
         selected[chosen] = True
-    allowed, any_model = _model_allowed(matrix, models)
+    allowed, any_model = _model_allowed(lineage, matrix, models)
     blocks, supers, (unschedulable, selector_miss, model_miss) = layout.static_blocks(
-        statics=matrix.block_statics(), hits=hits, model_allowed=allowed, any_model=any_model,
-        wants_gpu=wants_gpu,
+        statics=lineage.block_statics(matrix), hits=hits, model_allowed=allowed,
+        any_model=any_model, wants_gpu=wants_gpu,
     )  # fmt: skip
     counts = {
         UNSCHEDULABLE: unschedulable,
@@ -136,34 +140,23 @@ def _build_mask(
     return StaticMask((matrix, selector, models, wants_gpu), counts, blocks, supers, selected)
 
 
-def _everyone(matrix: NodeMatrix) -> tuple[np.ndarray, np.ndarray]:
-    """Without a node selector: every node of each block matches, and every node is selected."""
-    layout = matrix.block_layout()
-    selected = np.ones(len(matrix), dtype=np.bool_)
-    return np.ascontiguousarray(np.diff(layout.bstart)), selected
-
-
 def _class_levels(
-    matrix: NodeMatrix, models: str, wants_gpu: bool
+    lineage: LineageCaches, matrix: NodeMatrix, models: str, wants_gpu: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per block and per superblock whether its class of nodes passes schedulable and model
-    (cached per models and wants-gpu on the matrix): the levels of the ``StaticMask`` without a
+    (cached per models and wants-gpu in the lineage): the levels of the ``StaticMask`` without a
     selector, from the same kernel with every node selected; and that selection (every node),
     so that a call without a selector looks up one cached value."""
-    cache: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray, np.ndarray]] = matrix.shared(
-        "class-levels", dict
-    )
-    found = cache.get((models, wants_gpu))
+    found = lineage.class_levels.get((models, wants_gpu))
     if found is None:
-        allowed, any_model = _model_allowed(matrix, models)
-        sizes, selected = matrix.shared("everyone", lambda: _everyone(matrix))
-        blocks, supers, _ = matrix.block_layout().static_blocks(
-            statics=matrix.block_statics(), hits=sizes, model_allowed=allowed,
+        allowed, any_model = _model_allowed(lineage, matrix, models)
+        sizes, selected = lineage.everyone(matrix)
+        blocks, supers, _ = lineage.layout(matrix).static_blocks(
+            statics=lineage.block_statics(matrix), hits=sizes, model_allowed=allowed,
             any_model=any_model, wants_gpu=wants_gpu,
         )  # fmt: skip
-        if len(cache) >= _MAX_CACHED:
-            cache.clear()
-        found = cache[(models, wants_gpu)] = (blocks, supers, selected)
+        levels = (blocks, supers, selected)
+        found = remember(lineage.class_levels, (models, wants_gpu), levels, MAX_SHAPES)
     return found
 
 
@@ -186,26 +179,25 @@ def search_levels(
     if len(labels) > 1:
         found = static_mask(matrix, workload)
         return found.selected, found.blocks, found.supers, found.blocks, found.supers
+    lineage = index_of(matrix).lineage
     blocks, supers, everyone = _class_levels(
-        matrix, workload.gpu_model, workload.request.get(GPU, 0) > 0
+        lineage, matrix, workload.gpu_model, workload.request.get(GPU, 0) > 0
     )
     if not labels:
         return everyone, blocks, supers, blocks, supers
     ((key, value),) = labels.items()
-    one = matrix.label_selection(key, value)
+    one = lineage.label_selection(matrix, key, value)
     return one.selected, blocks, supers, one.block_any, one.super_any
 
 
 def static_mask(matrix: NodeMatrix, workload: Workload) -> StaticMask:
-    """The workload's static mask (cached per selector/models/wants-gpu on the matrix)."""
+    """The workload's static mask (cached per selector/models/wants-gpu in the lineage)."""
     labels = workload.node_selector
     selector = tuple(labels.items()) if len(labels) < 2 else tuple(sorted(labels.items()))
-    key = ("mask", selector, workload.gpu_model, workload.request.get(GPU, 0) > 0)
-    cache: dict[object, StaticMask] = matrix.shared("masks", dict)
-    found = cache.get(key)
+    key: MaskKey = (selector, workload.gpu_model, workload.request.get(GPU, 0) > 0)
+    lineage = index_of(matrix).lineage
+    found = lineage.masks.get(key)
     if found is None:
-        if len(cache) >= _MAX_CACHED:
-            cache.clear()
-        found = _build_mask(matrix, selector, workload.gpu_model, bool(key[3]))
-        cache[key] = found
+        built = _build_mask(lineage, matrix, selector, workload.gpu_model, key[2])
+        found = remember(lineage.masks, key, built, MAX_SHAPES)
     return found

@@ -4,18 +4,22 @@
 tie-break order), columns are resources: ``cpu``, ``memory``, ``gpu`` first, then every other
 resource any node lists, sorted. A node that does not list a resource has 0 of it.
 
-The immutable part (nodes, index maps, capacity, reciprocals, model codes, label codes, cached
-selector masks) is shared between copies; the mutable part (``allocated``, ``free``,
-``gpu_free``, per-node versions and replica counts, the FGD fragmentation cache) is copied, so a
-``copy()`` costs one memcpy of the state and nothing else. ``free = capacity - allocated`` is
-kept in step by
-``allocate``/``deallocate`` so that kernels read one matrix. Every change bumps the node's entry
-in ``version``; derived per-node caches (the FGD statistics) compare stamps to find stale rows.
-Every change is also appended to the journal (node indices, in order; ``journal_since``): the
-block summaries of ``block_index`` and the FGD score trees kept in ``trees`` replay it from the
+The immutable part (nodes, index maps, capacity, reciprocals, model codes, the ``lineage``) is
+shared between copies; the mutable part (``allocated``, ``free``, ``gpu_free``, per-node
+versions and replica counts) is copied, so a ``copy()`` costs one memcpy of the state and
+nothing else. ``free = capacity - allocated`` is kept in step by ``allocate``/``deallocate`` so
+that kernels read one matrix.
+
+State only, no placement caches (DESIGN §5). What placement derives from a matrix lives in its
+``placement.index.PlacementIndex``, which the matrix carries without knowing it: the index
+the matrix holds in ``placement_index`` (``MatrixIndex``: ``copy()`` asks it for the copy's),
+and what it derives from the immutable node data alone in ``lineage`` (one ``Lineage`` per
+``assemble``, shared by every copy, so that a copy taken before any placement still shares
+what either builds later). For those caches the matrix keeps stamps: every change bumps the
+node's entry in ``version`` (per-node caches compare stamps to find stale rows) and is appended
+to the ``journal`` (node indices, in order; ``journal_since``), which summaries replay from the
 position they last saw. ``epoch`` names one journal: it changes when the journal is cleared (it
-is bounded) and in a copy, which starts with an empty journal and no trees (so copies stay
-cheap) but keeps its block summaries (a copy of small per-block arrays).
+is bounded) and in a copy, which starts with an empty journal.
 
 GPU accounting: ``gpu_free[n, d]`` is the free milli of device ``d`` (0..1000), -1 where node
 ``n`` has fewer than ``d + 1`` devices. A share (< 1000) takes milli from one device; ``k × 1000``
@@ -26,21 +30,17 @@ existing devices of ``1000 - gpu_free``.
 ``allocated`` alone cannot say whether a node runs any): what removing a node must find at 0.
 
 Not thread-safe for writers: the cluster store serialises ``allocate``/``deallocate`` with
-readers. Concurrent readers are fine (cache refreshes write the same values).
+readers. Concurrent readers are fine (the index guards its own refreshes).
 """
 
 from __future__ import annotations
 
 import itertools
-import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
-from strata_policy.kernels import search
-from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery
 from strata_policy.model.objects import Node, RunningWorkload
 from strata_policy.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU, RESERVED, Resources
 from strata_policy.state import allocation
@@ -51,21 +51,29 @@ MEMORY_COL = 1
 GPU_COL = 2
 
 _EPOCHS = itertools.count(1)
-_NO_ROWS = np.zeros(0, dtype=np.int64)
-_MAX_LABEL_KEYS = 64
-_MAX_SELECTIONS = 128
 
 
-@dataclass(frozen=True, slots=True)
-class LabelSelection:
-    """The nodes with one label value (``NodeMatrix.label_selection``): their indices, how many
-    in each block, a bool per node, and per block and per superblock whether it holds any."""
+class MatrixIndex(Protocol):
+    """What a reader derives from one matrix's state and keeps on it (``placement.index.
+    PlacementIndex``): ``NodeMatrix.copy`` asks it for the copy's (what it may share or must
+    copy is its business, not the matrix's)."""
 
-    nodes: np.ndarray
-    block_hits: np.ndarray
-    selected: np.ndarray
-    block_any: np.ndarray
-    super_any: np.ndarray
+    def for_copy(self, original: NodeMatrix, copy: NodeMatrix) -> MatrixIndex:
+        """The index of ``copy``, just made by ``original.copy()`` (``original`` is this
+        index's matrix)."""
+        ...
+
+
+class Lineage:
+    """Shared by a matrix and every copy of it, made anew by ``NodeMatrix.assemble`` (so by
+    every snapshot push and node change): where a reader keeps what it derives from the
+    immutable node data alone (``placement.index`` keeps its ``LineageCaches`` in ``caches``).
+    The matrix never reads it."""
+
+    __slots__ = ("caches",)
+
+    def __init__(self) -> None:
+        self.caches: object = None
 
 
 def resource_columns(nodes: Sequence[Node]) -> tuple[str, ...]:
@@ -79,14 +87,8 @@ class NodeMatrix:
     """Nodes × resources as int64 arrays, with per-device GPU free milli (see module docs)."""
 
     __slots__ = (
-        "_blocks",
-        "_blocks_at",
-        "_journal",
-        "_lock",
-        "_shared",
         "allocated",
         "capacity",
-        "derived",
         "epoch",
         "free",
         "gpu_devices",
@@ -94,15 +96,17 @@ class NodeMatrix:
         "index",
         "inv_capacity",
         "inv_max_capacity",
+        "journal",
         "journal_len",
+        "lineage",
         "model_code",
         "models",
         "nodes",
+        "placement_index",
         "replicas",
         "resource_index",
         "resources",
         "schedulable",
-        "trees",
         "version",
     )
 
@@ -122,15 +126,12 @@ class NodeMatrix:
     models: tuple[str, ...]
     version: np.ndarray
     replicas: np.ndarray
-    derived: dict[Any, Any]
+    journal: np.ndarray
+    """The changed nodes, in order, in ``journal[:journal_len]`` (read it, never write it)."""
     journal_len: int
     epoch: int
-    trees: dict[Any, Any]
-    _shared: dict[Any, Any]
-    _journal: np.ndarray
-    _blocks: BlockIndex | None
-    _blocks_at: tuple[int, int]
-    _lock: threading.Lock
+    lineage: Lineage
+    placement_index: MatrixIndex | None
 
     @classmethod
     def from_nodes(cls, nodes: Sequence[Node]) -> NodeMatrix:
@@ -189,19 +190,16 @@ class NodeMatrix:
         self.models = models
         self.replicas = np.zeros(n_nodes, dtype=np.int64)
         self.version = np.zeros(n_nodes, dtype=np.int64)
-        self.derived = {}
-        self._journal = np.empty(4 * n_nodes + 64, dtype=np.int64)
+        self.journal = np.empty(4 * n_nodes + 64, dtype=np.int64)
         self.journal_len = 0
         self.epoch = next(_EPOCHS)
-        self.trees = {}
-        self._shared = {}
-        self._blocks = None
-        self._blocks_at = (0, 0)
-        self._lock = threading.Lock()
+        self.lineage = Lineage()
+        self.placement_index = None
         return self
 
     def copy(self) -> NodeMatrix:
-        """A copy whose mutable arrays (and derived caches) are its own; the rest is shared."""
+        """A copy whose mutable arrays are its own, with an empty journal of its own epoch; the
+        rest (and the ``lineage``) is shared, and the index gives the copy its own."""
         other = NodeMatrix.__new__(NodeMatrix)
         for name in NodeMatrix.__slots__:
             setattr(other, name, getattr(self, name))
@@ -210,171 +208,19 @@ class NodeMatrix:
         other.gpu_free = self.gpu_free.copy()
         other.version = self.version.copy()
         other.replicas = self.replicas.copy()
-        other.derived = {key: value.copy() for key, value in self.derived.items()}
-        other._journal = np.empty_like(self._journal)
+        other.journal = np.empty_like(self.journal)
         other.journal_len = 0
         other.epoch = next(_EPOCHS)
-        other.trees = {}
-        other._lock = threading.Lock()
-        other._blocks = None
-        other._blocks_at = (0, 0)
-        if self._blocks is not None:
-            other._blocks = self.block_index().with_state(other.free, other.gpu_free)
-            other._blocks_at = (other.epoch, 0)
+        index = self.placement_index
+        other.placement_index = None if index is None else index.for_copy(self, other)
         return other
 
     def __len__(self) -> int:
         return len(self.nodes)
 
-    # -- immutable lookups shared by copies -------------------------------------------------
-
-    def label_codes(self, key: str) -> tuple[np.ndarray, dict[str, int]]:
-        """Per node, a code for its value of label ``key`` (-1 when absent), and the code map.
-
-        Built once per key (nodes are immutable) and shared by every copy of the matrix. Keys
-        come from requests, so at most ``_MAX_LABEL_KEYS`` are kept (the cache is emptied when
-        full): a client naming many keys costs time, not unbounded memory.
-        """
-        cache_key = ("label", key)
-        found = self._shared.get(cache_key)
-        if found is None:
-            labels = [k for k in self._shared if isinstance(k, tuple) and k[:1] == ("label",)]
-            if len(labels) >= _MAX_LABEL_KEYS:
-                for k in labels:
-                    del self._shared[k]
-            values: dict[str, int] = {}
-            codes = np.empty(len(self.nodes), dtype=np.int64)
-            for n, nd in enumerate(self.nodes):
-                value = nd.label(key)
-                codes[n] = -1 if value is None else values.setdefault(value, len(values))
-            found = (codes, values)
-            self._shared[cache_key] = found
-        return found
-
-    def label_selection(self, key: str, value: str) -> LabelSelection:
-        """The nodes whose label ``key`` is ``value``: their indices (ascending), how many in
-        each block of ``block_layout``, a bool per node, and per block and superblock whether
-        it holds any of them (do not write to the arrays).
-
-        Built once per key and value from ``label_codes`` and shared by copies, so that a node
-        selector naming the value costs nothing per node after that. At most
-        ``_MAX_SELECTIONS`` are kept (emptied when full): values come from requests.
-        """
-        cache: dict[tuple[str, str], LabelSelection] = self.shared("label-values", dict)
-        found = cache.get((key, value))
-        if found is None:
-            codes, values = self.label_codes(key)
-            code = values.get(value)
-            nodes = _NO_ROWS if code is None else np.flatnonzero(codes == code)
-            selected = np.zeros(len(self.nodes), dtype=np.bool_)
-            selected[nodes] = True
-            layout = self.block_layout()
-            hits = np.bincount(layout.block_of[nodes], minlength=layout.bstart.shape[0] - 1)
-            block_any = hits > 0
-            super_any = (
-                np.logical_or.reduceat(block_any, layout.sstart[:-1])
-                if block_any.size
-                else np.zeros(0, dtype=np.bool_)
-            )
-            found = LabelSelection(nodes, hits.astype(np.int64), selected, block_any, super_any)
-            if len(cache) >= _MAX_SELECTIONS:
-                cache.clear()
-            cache[(key, value)] = found
-        return found
-
     def journal_since(self, position: int) -> np.ndarray:
         """The nodes changed since the journal held ``position`` entries (in this ``epoch``)."""
-        return self._journal[position : self.journal_len]
-
-    def block_index(self) -> BlockIndex:
-        """The block summaries of the current state (``kernels.search``): built on first use
-        (the layout, from the immutable node data, is shared by copies), then brought up to
-        date from the journal, a block per changed node. Safe for concurrent readers."""
-        idx = self._blocks
-        if idx is not None and self._blocks_at == (self.epoch, self.journal_len):
-            return idx
-        with self._lock:
-            return self._sync_blocks(None)
-
-    def block_search(self, query: BlockQuery) -> tuple[int, float, int]:
-        """``block_index().search(query)`` (node, score, devices as a bit set), bringing the
-        summaries up to date in the same kernel call when the state moved since they last
-        looked."""
-        idx = self._blocks
-        epoch, seen = self._blocks_at
-        if idx is not None and epoch == self.epoch:
-            now = self.journal_len
-            if seen == now:
-                return idx.search(query)
-            with self._lock:  # the common case after a commit: refresh its block, then search
-                if self._blocks_at == (epoch, seen):
-                    found = idx.search(query, self._journal, seen, now - seen)
-                    self._blocks_at = (epoch, now)
-                    return found
-        with self._lock:
-            out: list[tuple[int, float, int]] = []
-            self._sync_blocks(lambda idx, changed: out.append(idx.search(query, changed)))
-            return out[0]
-
-    def _sync_blocks(
-        self, then: Callable[[BlockIndex, np.ndarray | None], None] | None
-    ) -> BlockIndex:
-        """Build or refresh the block summaries (under ``_lock``); ``then`` gets the index and
-        the changed nodes (None: all) to refresh within its own kernel call instead."""
-        idx = self._blocks
-        epoch, seen = self._blocks_at
-        changed: np.ndarray | None = _NO_ROWS
-        if idx is None:
-            idx = BlockIndex(layout=self.block_layout(), free=self.free, gpu_free=self.gpu_free,
-                             capacity=self.capacity, inv_cap=self.inv_capacity,
-                             inv_max_cap=self.inv_max_capacity)  # fmt: skip
-        elif epoch != self.epoch:
-            changed = None
-        elif seen < self.journal_len:
-            changed = self._journal[seen : self.journal_len]
-        if then is not None:
-            then(idx, changed)
-        elif changed is None or changed.size:
-            idx.refresh(changed)
-        self._blocks = idx
-        self._blocks_at = (self.epoch, self.journal_len)
-        return idx
-
-    def block_layout(self) -> BlockLayout:
-        """Blocks of alike nodes (same schedulability, GPU model and capacity row), built once
-        from the immutable node data and shared by copies."""
-        found: BlockLayout | None = self._shared.get("block-layout")
-        if found is None:
-            groups = np.column_stack((~self.schedulable, self.model_code, self.capacity))
-            found = BlockLayout.build(groups.astype(np.int64), self.capacity, self.inv_capacity,
-                                      search.BLOCK_SIZE, search.SUPER_SIZE)  # fmt: skip
-            self._shared["block-layout"] = found
-        return found
-
-    def block_statics(self) -> np.ndarray:
-        """Per block of ``block_layout``, its nodes' schedulability (0/1), GPU model code and
-        device count (alike within a block), as one contiguous int64 array: what a new static
-        mask reads instead of every node (``BlockLayout.static_blocks``). Built once, shared."""
-        found: np.ndarray | None = self._shared.get("block-statics")
-        if found is None:
-            layout = self.block_layout()
-            firsts = layout.perm[layout.bstart[:-1]]
-            found = np.ascontiguousarray(
-                np.column_stack(
-                    (self.schedulable[firsts], self.model_code[firsts], self.gpu_devices[firsts])
-                ),
-                dtype=np.int64,
-            )
-            self._shared["block-statics"] = found
-        return found
-
-    def shared(self, key: object, build: Callable[[], Any]) -> Any:
-        """A value computed from the immutable node data only, built once and shared by copies."""
-        found = self._shared.get(key)
-        if found is None:
-            found = build()
-            self._shared[key] = found
-        return found
+        return self.journal[position : self.journal_len]
 
     # -- checks and mutations ---------------------------------------------------------------
 
@@ -460,8 +306,8 @@ class NodeMatrix:
         self.replicas[node_index] += sign
         self.version[node_index] += 1
         at = self.journal_len
-        self._journal[at] = node_index
-        if at + 1 < self._journal.shape[0]:
+        self.journal[at] = node_index
+        if at + 1 < self.journal.shape[0]:
             self.journal_len = at + 1
         else:  # full: start a new journal (readers rebuild what they derived from the old one)
             self.journal_len = 0
@@ -510,7 +356,7 @@ class NodeMatrix:
         at a time: each node's version is bumped once per entry and the entries are journaled
         (the one that fills the journal's last slot starts a new journal and epoch)."""
         np.add.at(self.version, nodes, 1)
-        journal = self._journal
+        journal = self.journal
         size = journal.shape[0]
         at = self.journal_len
         start, total = 0, nodes.shape[0]
