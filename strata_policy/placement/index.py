@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from strata_policy import kernels
-from strata_policy.kernels.search import BLOCK_SIZE, SUPER_SIZE, BlockIndex, BlockLayout, BlockQuery
+from strata_policy.kernels import search
+from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery
 from strata_policy.model.objects import Placement
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
@@ -130,8 +131,8 @@ class LineageCaches:
         if found is None:
             groups = np.column_stack((~matrix.schedulable, matrix.model_code, matrix.capacity))
             found = self.layout_ = BlockLayout.build(
-                groups.astype(np.int64), matrix.capacity, matrix.inv_capacity, BLOCK_SIZE,
-                SUPER_SIZE,
+                groups.astype(np.int64), matrix.capacity, matrix.inv_capacity,
+                search.BLOCK_SIZE, search.SUPER_SIZE,  # read per build: tests set them
             )  # fmt: skip
         return found
 
@@ -349,11 +350,11 @@ class PlacementIndex:
         return stats
 
     def make_room_for_tree(self, n_nodes: int) -> None:
-        """Drop the least recently used trees until one more of ``n_nodes`` fits in
-        ``TREE_BYTES`` (call under ``trees_lock``)."""
+        """Drop the least recently used trees until they and one more of ``n_nodes`` leaves
+        take at most ``TREE_BYTES`` (call under ``trees_lock``)."""
         size = 1 << max(0, (n_nodes - 1).bit_length())
         trees = self.trees
-        while trees and len(trees) * 32 * size > TREE_BYTES:
+        while trees and (len(trees) + 1) * 32 * size > TREE_BYTES:
             del trees[next(iter(trees))]
 
 
