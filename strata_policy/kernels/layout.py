@@ -169,8 +169,8 @@ class BlockLayout:
         """``static_mask``'s block and superblock levels and counts without a pass over the
         nodes (``kernels.masks._static_blocks``): ``statics`` per block its nodes'
         schedulability (0/1), model code and device count (this layout's blocks must be classes
-        of nodes alike in those, as ``NodeMatrix.block_layout`` builds), ``hits`` per block how
-        many of its nodes match the node selector."""
+        of nodes alike in those, as ``placement.index.LineageCaches.layout`` builds), ``hits``
+        per block how many of its nodes match the node selector."""
         nb = self.bstart.shape[0] - 1
         _check("statics", statics, _I64, (nb, 3))
         _check("hits", hits, _I64, (nb,))
