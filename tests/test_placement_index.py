@@ -4,7 +4,10 @@ sequence of commits and copies answers exactly as one built fresh on the same st
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -153,6 +156,35 @@ def test_a_copy_and_its_parent_changed_alike_keep_their_own_statistics() -> None
         kept = answers(each, index_of(each))
         with fresh_index(each) as fresh:
             assert kept == answers(each, fresh)
+
+
+class _SlowIndex(PlacementIndex):
+    """A ``PlacementIndex`` slow to make: a thread making one lets the others run."""
+
+    __slots__ = ()
+
+    def __init__(self, lineage: LineageCaches) -> None:
+        time.sleep(0.01)
+        super().__init__(lineage)
+
+
+def test_readers_racing_to_a_new_matrix_share_one_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads reaching a matrix (and its copy) with no index yet all get the same index and
+    the same lineage caches, however slow making one is."""
+    monkeypatch.setattr(index_module, "PlacementIndex", _SlowIndex)
+    m = cluster()
+    c = m.copy()
+    start = threading.Barrier(8)
+
+    def reach(matrix: NodeMatrix) -> PlacementIndex:
+        start.wait(timeout=10)
+        return index_of(matrix)
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(reach, [m, c] * 4))
+    assert {id(i) for i in got[::2]} == {id(index_of(m))}
+    assert {id(i) for i in got[1::2]} == {id(index_of(c))}
+    assert {id(i.lineage) for i in got} == {id(index_of(m).lineage)}
 
 
 # -- commits ------------------------------------------------------------------------------------

@@ -358,12 +358,19 @@ class PlacementIndex:
             del trees[next(iter(trees))]
 
 
+_MAKING = threading.Lock()  # makes an index or a lineage's caches once, for concurrent readers
+
+
 def index_of(matrix: NodeMatrix) -> PlacementIndex:
-    """``matrix``'s placement index, made on first use on the lineage's caches."""
+    """``matrix``'s placement index, made on first use on the lineage's caches (made then too
+    when no matrix of the lineage had an index yet)."""
     found = matrix.placement_index
     if found is None:
-        lineage = matrix.lineage.caches
-        if not isinstance(lineage, LineageCaches):
-            lineage = matrix.lineage.caches = LineageCaches()
-        found = matrix.placement_index = PlacementIndex(lineage)
+        with _MAKING:
+            found = matrix.placement_index
+            if found is None:
+                lineage = matrix.lineage.caches
+                if not isinstance(lineage, LineageCaches):
+                    lineage = matrix.lineage.caches = LineageCaches()
+                found = matrix.placement_index = PlacementIndex(lineage)
     return found  # type: ignore[return-value]  # only this function sets the slot
