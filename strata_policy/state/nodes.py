@@ -10,16 +10,16 @@ versions and replica counts) is copied, so a ``copy()`` costs one memcpy of the 
 nothing else. ``free = capacity - allocated`` is kept in step by ``allocate``/``deallocate`` so
 that kernels read one matrix.
 
-State only, no placement caches (DESIGN §5). What placement derives from a matrix lives in its
-``placement.index.PlacementIndex``, which the matrix carries without knowing it: the index
-the matrix holds in ``placement_index`` (``MatrixIndex``: ``copy()`` asks it for the copy's),
-and what it derives from the immutable node data alone in ``lineage`` (one ``Lineage`` per
-``assemble``, shared by every copy, so that a copy taken before any placement still shares
-what either builds later). For those caches the matrix keeps stamps: every change bumps the
-node's entry in ``version`` (per-node caches compare stamps to find stale rows) and is appended
-to the ``journal`` (node indices, in order; ``journal_since``), which summaries replay from the
-position they last saw. ``epoch`` names one journal: it changes when the journal is cleared (it
-is bounded) and in a copy, which starts with an empty journal.
+State only, no placement caches (DESIGN §5). What placement derives from a matrix lives in
+``placement.index``, which the matrix carries without knowing its types: per matrix in
+``placement_index`` (a ``MatrixIndex``: ``copy()`` asks it for the copy's), and per lineage in
+``lineage`` (one ``Lineage`` per ``assemble``, shared by every copy, so that a copy taken before
+any placement still shares what either builds later). For those caches the matrix keeps
+stamps: every change bumps the node's entry in ``version`` (per-node caches compare stamps to
+find stale rows) and is appended to the ``journal`` (node indices, in order; ``journal_since``),
+which summaries replay from the position they last saw. ``epoch`` names one journal: it
+changes when the journal is cleared (it is bounded) and in a copy, which starts with an empty
+journal.
 
 GPU accounting: ``gpu_free[n, d]`` is the free milli of device ``d`` (0..1000), -1 where node
 ``n`` has fewer than ``d + 1`` devices. A share (< 1000) takes milli from one device; ``k × 1000``
