@@ -96,7 +96,9 @@ class LabelSelection:
 class LineageCaches:
     """What placement derives from the immutable node data of a matrix lineage (module docs).
 
-    Builders take a matrix of the lineage: they read only its immutable part, alike in all.
+    Builders take a matrix of the lineage: they read only its immutable part, alike in all. A
+    field named like a method plus ``_`` is that method's cache; the other maps are read and
+    filled (``remember``) by the placement module that builds their values.
     """
 
     __slots__ = (
