@@ -19,6 +19,7 @@ from strata.policy.v1 import types_pb2 as pb
 from strata_policy import model
 from strata_policy.errors import InvalidArgument
 from strata_policy.placement.place import FgdScore, PlacementOptions
+from strata_policy.service.field_coverage import FieldMap
 from strata_policy.state.changes import Delta
 from strata_policy.state.taskmix import TaskType
 
@@ -129,6 +130,36 @@ def workload_from_proto(m: pb.Workload) -> model.Workload:
         m.spread.topology_key if m.HasField("spread") else "",
         m.queued_at_ms,
     )
+
+
+WORKLOAD_FIELDS = FieldMap(
+    "convert.workload_from_proto/workload_to_proto",
+    pb.Workload,
+    model.Workload,
+    {
+        "id": "id",
+        "scope_id": "scope_id",
+        "request": "request",
+        "replicas": "replicas",
+        "priority": "priority",
+        "preemptible": "preemptible",
+        "node_selector": "node_selector",
+        "gpu_model": "gpu_model",
+        "spread": "spread_key",
+        "queued_at_ms": "queued_at_ms",
+    },
+    nested=(
+        FieldMap(
+            "convert.workload_from_proto",
+            pb.Spread,
+            None,
+            {"topology_key": "spread_key"},
+        ),
+    ),
+).check()
+"""What the two workload conversions read and write: every field of ``pb.Workload`` and of
+``model.Workload`` (``Spread`` is the one ``spread_key``). The Place request decoder builds its
+values from what ``workload_from_proto`` reads (``service.field_coverage``)."""
 
 
 def workloads_from_proto(messages: Sequence[pb.Workload]) -> list[model.Workload]:
@@ -333,6 +364,30 @@ def fill_result(out: pb.WorkloadResult, r: model.WorkloadResult) -> None:
         out.reasons.extend(reason_to_proto(x) for x in r.reasons)
     if r.victims:
         out.victims.extend(victim_to_proto(v) for v in r.victims)
+
+
+RESULT_FIELDS = FieldMap(
+    "convert.fill_result",
+    pb.WorkloadResult,
+    model.WorkloadResult,
+    {name: name for name in (
+        "workload_id", "decision", "placements", "reasons", "borrowed", "victims", "score",
+        "explanation")},
+    nested=(
+        FieldMap("convert.fill_result", pb.Placement, model.Placement,
+                 {"node_id": "node_id", "gpu_devices": "gpu_devices"}),
+        FieldMap("convert.reason_to_proto", pb.Reason, model.Reason,
+                 {name: name for name in (
+                     "code", "message", "scope_id", "resource", "usage", "limit", "request",
+                     "available", "node_counts")}),
+        FieldMap("convert.victim_to_proto", pb.Victim, model.Victim,
+                 {name: name for name in (
+                     "workload_id", "scope_id", "reason", "freed", "priority")}),
+    ),
+).check()  # fmt: skip
+"""What ``fill_result`` (with ``result_to_proto`` for the id and decision) writes: every field
+of ``pb.WorkloadResult`` and of ``model.WorkloadResult``, and of their placements, reasons and
+victims. The plain writer every byte writer is proven equal to (``service.field_coverage``)."""
 
 
 def scope_status_to_proto(s: model.ScopeStatus) -> pb.ScopeStatus:
