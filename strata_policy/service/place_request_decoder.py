@@ -366,7 +366,7 @@ def layout_problems(
     a one-byte key, numbered last (encoders write it last: the stamp), and ``Workload``'s last
     field, ``id`` its first; ``fields`` reads every field, ``id`` and ``queued_at_ms`` into
     their namesakes."""
-    out = [f"{workload.__name__}: {p}" for p in fields.problems()]
+    out = [f"{fields.codec}: {p}" for p in dataclasses.replace(fields, message=workload).problems()]
     if wire_key(request, "workloads") != RECORD_KEY or wire_key(workload, "id") != ID_KEY:
         out.append("workload records and ids are not keyed as kernels.scan_records reads them")
     stamp = descriptor(workload).fields_by_name["queued_at_ms"]
