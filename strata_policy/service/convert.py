@@ -19,7 +19,7 @@ from strata.policy.v1 import types_pb2 as pb
 from strata_policy import model
 from strata_policy.errors import InvalidArgument
 from strata_policy.placement.place import FgdScore, PlacementOptions
-from strata_policy.service.field_coverage import FieldMap
+from strata_policy.service.field_coverage import FieldMap, same
 from strata_policy.state.changes import Delta
 from strata_policy.state.taskmix import TaskType
 
@@ -133,30 +133,12 @@ def workload_from_proto(m: pb.Workload) -> model.Workload:
 
 
 WORKLOAD_FIELDS = FieldMap(
-    "convert.workload_from_proto/workload_to_proto",
-    pb.Workload,
-    model.Workload,
-    {
-        "id": "id",
-        "scope_id": "scope_id",
-        "request": "request",
-        "replicas": "replicas",
-        "priority": "priority",
-        "preemptible": "preemptible",
-        "node_selector": "node_selector",
-        "gpu_model": "gpu_model",
-        "spread": "spread_key",
-        "queued_at_ms": "queued_at_ms",
-    },
-    nested=(
-        FieldMap(
-            "convert.workload_from_proto",
-            pb.Spread,
-            None,
-            {"topology_key": "spread_key"},
-        ),
-    ),
-).check()
+    "convert.workload_from_proto/workload_to_proto", pb.Workload, model.Workload,
+    {**same("id", "scope_id", "request", "replicas", "priority", "preemptible", "node_selector",
+            "gpu_model", "queued_at_ms"), "spread": "spread_key"},
+    nested=(FieldMap("convert.workload_from_proto", pb.Spread, None,
+                     {"topology_key": "spread_key"}),),
+).check()  # fmt: skip
 """What the two workload conversions read and write: every field of ``pb.Workload`` and of
 ``model.Workload`` (``Spread`` is the one ``spread_key``). The Place request decoder builds its
 values from what ``workload_from_proto`` reads (``service.field_coverage``)."""
@@ -367,22 +349,17 @@ def fill_result(out: pb.WorkloadResult, r: model.WorkloadResult) -> None:
 
 
 RESULT_FIELDS = FieldMap(
-    "convert.fill_result",
-    pb.WorkloadResult,
-    model.WorkloadResult,
-    {name: name for name in (
-        "workload_id", "decision", "placements", "reasons", "borrowed", "victims", "score",
-        "explanation")},
+    "convert.fill_result", pb.WorkloadResult, model.WorkloadResult,
+    same("workload_id", "decision", "placements", "reasons", "borrowed", "victims", "score",
+         "explanation"),
     nested=(
         FieldMap("convert.fill_result", pb.Placement, model.Placement,
-                 {"node_id": "node_id", "gpu_devices": "gpu_devices"}),
+                 same("node_id", "gpu_devices")),
         FieldMap("convert.reason_to_proto", pb.Reason, model.Reason,
-                 {name: name for name in (
-                     "code", "message", "scope_id", "resource", "usage", "limit", "request",
-                     "available", "node_counts")}),
+                 same("code", "message", "scope_id", "resource", "usage", "limit", "request",
+                      "available", "node_counts")),
         FieldMap("convert.victim_to_proto", pb.Victim, model.Victim,
-                 {name: name for name in (
-                     "workload_id", "scope_id", "reason", "freed", "priority")}),
+                 same("workload_id", "scope_id", "reason", "freed", "priority")),
     ),
 ).check()  # fmt: skip
 """What ``fill_result`` (with ``result_to_proto`` for the id and decision) writes: every field

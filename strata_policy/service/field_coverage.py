@@ -48,6 +48,11 @@ Source = str | Fixed | Delegated
 (a writer) or into (a reader)."""
 
 
+def same(*names: str) -> dict[str, Source]:
+    """Fields each read from, or into, the value's field of the same name."""
+    return {name: name for name in names}
+
+
 class UnhandledFieldError(TypeError):
     """A codec does not account for fields of its message or its value, or declares fields
     that do not exist: a bug, raised at import. ``problems`` lists one line per field."""
@@ -108,24 +113,30 @@ class FieldMap:
         if self.value is not None:
             out += self._value_problems()
         nested = {descriptor(m.message).full_name: m for m in self.nested}
+        unused = dict(nested)
         for field_name, source in self.fields.items():
             field = wire.get(field_name)
             kind = _message_type(field) if field is not None else None
             if kind is None or not isinstance(source, str):
                 continue
-            inner = nested.pop(kind.full_name, None)
+            inner = nested.get(kind.full_name)
+            unused.pop(kind.full_name, None)
             if inner is None:
                 out.append(
                     f"handles {name}.{field_name} ({kind.name}) with no map of {kind.name}'s fields"
                 )
             else:
                 out += [f"{inner.codec}: {p}" for p in inner.problems()]
-        out += [f"declares a map of {n}, which no field it handles holds" for n in nested]
+        out += [f"declares a map of {n}, which no field it handles holds" for n in unused]
         return out
 
     def _value_problems(self) -> list[str]:
-        kind = getattr(self.value, "__name__", str(self.value))
-        have = [f.name for f in dataclasses.fields(self.value)] if self.value is not None else []
+        """The value's fields no message field reads or writes, and the declared ones it lacks
+        (a ``Delegated`` message field stands for the value field of its name)."""
+        if self.value is None:
+            return []
+        kind = self.value.__name__
+        have = [f.name for f in dataclasses.fields(self.value)]
         used = {s for s in self.fields.values() if isinstance(s, str)}
         used |= {n for n, s in self.fields.items() if isinstance(s, Delegated)}
         return [f"does not handle {kind}.{n}" for n in have if n not in used] + [

@@ -1,36 +1,31 @@
-"""Admit and Place results onto the response, most of them written as wire bytes.
+"""Admit and Place results onto the wire: two byte writers beside the plain ``fill_result``.
 
 A 1,000-workload Place answers 1,000 results; filling them field by field through protobuf
 (a message per result, one per placement, a map entry per borrowed resource) costs about as
-much as placing them. Here a result whose parts are the common ones — id, decision,
-placements, borrowed amounts, score, explanation — is written straight into protobuf's
-encoding (the placement and borrowed fragments memoized by value, since batches repeat them),
-and a run of such results is parsed into the response by one ``MergeFromString``. A result
-with reasons or victims (a denial; rare, and the most varied) is added field by field in its
-place.
+much as placing them. So results are written straight into protobuf's encoding:
 
-Clients see the same bytes either way: gRPC serializes the parsed response, and parsing these
-bytes yields the message the field-by-field path builds, map entries inserted in the same
-order (``tests/test_convert_results.py`` proves both for arbitrary results).
+- The value writer (``_write_results``) writes a result whose parts are the common ones —
+  id, decision, placements, borrowed amounts, score, explanation — from its fields, the
+  placement and borrowed fragments memoized (batches repeat them); a result with reasons or
+  victims (a denial; rare, and the most varied) is built by ``convert.fill_result`` and
+  serialized. ``response_bytes`` is a whole response as gRPC would serialize the message
+  (borrowed entries in the order protobuf writes the map it parsed); ``add_results`` parses
+  runs of the writer's bytes into a message (entries in the mapping's own order, as
+  assigning inserts them) and adds the other results field by field, in their place.
+- The column writer (``_write_columns``, for ``columnar_bytes``) writes a run of PLACED
+  results held in columns (``model.PlacedColumns``, the engine's answer as it made it) by a
+  kernel (``kernels.write_records``), no ``WorkloadResult`` built.
 
-The Place RPC's server handler goes one step further (``response_bytes``): it writes the whole
-response's bytes, the ones gRPC would serialize from the message ``add_results`` fills, so
-nothing is parsed into a message only to be serialized again. A result with reasons or victims
-is the one message it builds and serializes; borrowed amounts are written as protobuf writes
-the map it parsed (its own entry order), found once per distinct amounts and memoized. And it
-writes the engine's answer as the engine made it (``columnar_bytes`` of a
-``model.ColumnarBatch``): a run of PLACED results held in columns is written from the columns
-by a kernel (``kernels.write_records``), no ``WorkloadResult`` built
-(``tests/test_columnar.py``: the same bytes for any batch of parts).
+Clients see the same bytes and messages either way (``tests/test_convert_results.py``,
+``tests/test_columnar.py``; ``tests/test_field_coverage.py`` with every field set). What each
+writer handles is declared beside it (``VALUE_WRITER_FIELDS``, ``COLUMN_WRITER_FIELDS``) and
+checked at import against the message descriptor and the dataclasses
+(``service.field_coverage``): a field added to either fails loudly here.
 
-What each writer handles is declared beside it (``VALUE_WRITER_FIELDS``,
-``COLUMN_WRITER_FIELDS``) and checked at import against the message descriptor and the
-dataclasses (``service.field_coverage``): a field added to either fails loudly here.
-
-The memo tables are keyed by values (placement tuples, borrowed amounts), never by ``id``: a
-fragment depends only on the value, so a table is correct whoever shares it and however long
-its keys' first owners live; each is bounded (emptied when full). Identity serves only within
-one call, over results the caller's sequence holds alive for the call.
+The memo tables are keyed by values (placements, their tuples, borrowed amounts), never by
+``id``: a fragment depends only on its value, so a table is right whoever shares it and
+however long its keys' first owners live; each is bounded (emptied when full). Identity
+serves only within one call, over values the caller's sequence holds alive for the call.
 """
 
 from __future__ import annotations
@@ -54,7 +49,14 @@ from strata_policy.kernels.proto_records import SEPARATOR
 from strata_policy.model.resources import Resources
 from strata_policy.service.convert import DECISION_CODES as _CODES
 from strata_policy.service.convert import fill_result
-from strata_policy.service.field_coverage import Delegated, FieldMap, Fixed, descriptor, wire_key
+from strata_policy.service.field_coverage import (
+    Delegated,
+    FieldMap,
+    Fixed,
+    descriptor,
+    same,
+    wire_key,
+)
 
 if TYPE_CHECKING:
     from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
@@ -63,7 +65,7 @@ _PLACEMENT_FIELDS = FieldMap(
     "result_encoder._placement",
     pb.Placement,
     model.Placement,
-    {"node_id": "node_id", "gpu_devices": "gpu_devices"},
+    same("node_id", "gpu_devices"),
 )
 VALUE_WRITER_FIELDS = FieldMap(
     "result_encoder._write_results",
