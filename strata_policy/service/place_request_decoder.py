@@ -180,10 +180,11 @@ def _read(
     tags: list[object] = []  # a cached tail's or head's fields; a parsed workload's own row
     rest: list[bytes] = []
     tails, heads = _tails, _heads
+    record_key, id_key = _WORKLOADS_KEY, _ID_KEY  # locals: read once per workload
     pos, end = 0, len(raw)
     runs = True
     while pos < end:
-        if raw[pos] == _WORKLOADS_KEY:
+        if raw[pos] == record_key:
             if len(ids) > max_workloads:
                 return None
             size = raw[pos + 1]
@@ -193,7 +194,7 @@ def _read(
                 size, pos = _varint(raw, pos + 1)
             stop = pos + size
             n = raw[pos + 1]
-            if raw[pos] == _ID_KEY and n < 0x80 and pos + 2 + n <= stop:
+            if raw[pos] == id_key and n < 0x80 and pos + 2 + n <= stop:
                 tail = raw[pos + 2 + n : stop]
                 known = tails.get(tail)
                 if known:
