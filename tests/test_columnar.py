@@ -239,3 +239,16 @@ def test_full_tables_are_emptied_and_refilled() -> None:
     with mock.patch.object(result_encoder, "_MAX_CACHED", 5):
         for _ in range(3):
             assert columnar_bytes(batch) == _expected(batch)
+
+
+def test_fragments_follow_values_not_identities() -> None:
+    """Tuples made and freed one after another (a new one may take a freed one's address)
+    each encode as their own value: the fragments are memoized by value, not by ``id``."""
+    for i in range(200):
+        held = (Placement(f"n{i}", (i % 3,)),)
+        batch = ColumnarBatch(1, (PlacedColumns(["w"], [held], [LENT], [1.0]),))
+        assert columnar_bytes(batch) == _expected(batch)
+        assert response_bytes(1, batch.batch_result().results) == _expected(batch)
+        del held, batch
+    tables = [result_encoder._tuple_fragments, *result_encoder._middles_by_lent.values()]
+    assert all(isinstance(key, tuple) for table in tables for key in table)

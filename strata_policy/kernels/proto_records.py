@@ -32,6 +32,8 @@ def _u8(data: bytes) -> np.ndarray:
 
 
 SEPARATOR = 0  # the byte between ids in ``scan_records``' joined ids
+RECORD_KEY = 0x12  # a record's key in ``scan_records``: field 2, length-delimited
+ID_KEY = 0x0A  # its id's key: field 1, length-delimited (the decoder checks both at import)
 
 
 @kernel
@@ -54,7 +56,7 @@ def _scan(
     while pos + 4 <= end:
         size = int(raw[pos + 1])  # int: uint8 sums would wrap without the JIT
         n = int(raw[pos + 3])
-        if raw[pos] != 0x12 or raw[pos + 2] != 0x0A or size >= 0x80 or size != 2 + n + t:
+        if raw[pos] != RECORD_KEY or raw[pos + 2] != ID_KEY or size >= 0x80 or size != 2 + n + t:
             break
         stop = pos + 2 + size
         if stop > end:

@@ -19,6 +19,7 @@ from strata.policy.v1 import types_pb2 as pb
 from strata_policy import model
 from strata_policy.errors import InvalidArgument
 from strata_policy.placement.place import FgdScore, PlacementOptions
+from strata_policy.service.field_coverage import FieldMap, same
 from strata_policy.state.changes import Delta
 from strata_policy.state.taskmix import TaskType
 
@@ -129,6 +130,18 @@ def workload_from_proto(m: pb.Workload) -> model.Workload:
         m.spread.topology_key if m.HasField("spread") else "",
         m.queued_at_ms,
     )
+
+
+WORKLOAD_FIELDS = FieldMap(
+    "convert.workload_from_proto/workload_to_proto", pb.Workload, model.Workload,
+    {**same("id", "scope_id", "request", "replicas", "priority", "preemptible", "node_selector",
+            "gpu_model", "queued_at_ms"), "spread": "spread_key"},
+    nested=(FieldMap("convert.workload_from_proto", pb.Spread, None,
+                     {"topology_key": "spread_key"}),),
+).check()  # fmt: skip
+"""What the two workload conversions read and write: every field of ``pb.Workload`` and of
+``model.Workload`` (``Spread`` is the one ``spread_key``). The Place request decoder builds its
+values from what ``workload_from_proto`` reads (``service.field_coverage``)."""
 
 
 def workloads_from_proto(messages: Sequence[pb.Workload]) -> list[model.Workload]:
@@ -333,6 +346,25 @@ def fill_result(out: pb.WorkloadResult, r: model.WorkloadResult) -> None:
         out.reasons.extend(reason_to_proto(x) for x in r.reasons)
     if r.victims:
         out.victims.extend(victim_to_proto(v) for v in r.victims)
+
+
+RESULT_FIELDS = FieldMap(
+    "convert.fill_result", pb.WorkloadResult, model.WorkloadResult,
+    same("workload_id", "decision", "placements", "reasons", "borrowed", "victims", "score",
+         "explanation"),
+    nested=(
+        FieldMap("convert.fill_result", pb.Placement, model.Placement,
+                 same("node_id", "gpu_devices")),
+        FieldMap("convert.reason_to_proto", pb.Reason, model.Reason,
+                 same("code", "message", "scope_id", "resource", "usage", "limit", "request",
+                      "available", "node_counts")),
+        FieldMap("convert.victim_to_proto", pb.Victim, model.Victim,
+                 same("workload_id", "scope_id", "reason", "freed", "priority")),
+    ),
+).check()  # fmt: skip
+"""What ``fill_result`` (with ``result_to_proto`` for the id and decision) writes: every field
+of ``pb.WorkloadResult`` and of ``model.WorkloadResult``, and of their placements, reasons and
+victims. The plain writer every byte writer is proven equal to (``service.field_coverage``)."""
 
 
 def scope_status_to_proto(s: model.ScopeStatus) -> pb.ScopeStatus:

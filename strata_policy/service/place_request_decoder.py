@@ -24,35 +24,48 @@ request) than the RPC layer may cost in all. Here the request's bytes are read d
   malformed, so that what protobuf refuses is refused by protobuf, with its own error.
 
 The workloads equal those ``convert.workloads_from_proto`` builds from the parsed message
-(``tests/test_wire.py`` proves it for arbitrary requests, bytes and errors alike). They come as
+(``tests/test_place_request_decoder.py`` proves it for arbitrary requests, bytes and errors
+alike, and ``tests/test_field_coverage.py`` for requests with every field set). They come as
 ``quota.groups.TaggedWorkloads``, tagged with the cached fields they were built from (the head's
 for a stamped tail, a row of its own for a workload protobuf read), so the engine groups the
 batch by tag instead of by each workload's fields.
+
+What this reader takes for granted is checked at import against the descriptors and
+``model.Workload`` (``layout_problems``): the keys it reads are the ones the descriptors give,
+``queued_at_ms`` is the last field of both, and ``convert.WORKLOAD_FIELDS`` (the conversion
+every cached row comes from) handles every field of ``pb.Workload`` and of ``Workload``. A
+field added to either fails there, loudly, instead of being dropped from the cached rows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
 import numpy as np
-from google.protobuf.message import DecodeError
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError, Message
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.kernels import scan_records
-from strata_policy.kernels.proto_records import SEPARATOR
+from strata_policy.kernels.proto_records import ID_KEY, RECORD_KEY, SEPARATOR
 from strata_policy.model import Workload, new_workload
 from strata_policy.model.objects import WORKLOAD_SETTERS
 from strata_policy.quota.groups import TaggedWorkloads
 from strata_policy.service import convert
+from strata_policy.service.field_coverage import FieldMap, UnhandledFieldError, descriptor, wire_key
 
-_WORKLOADS_KEY = 2 << 3 | 2  # PlaceRequest.workloads: field 2, length-delimited
+_NAMES = tuple(f.name for f in dataclasses.fields(Workload))  # id first, queued_at_ms last
+_WORKLOADS_KEY = wire_key(svc.PlaceRequest, "workloads")  # RECORD_KEY, checked below
+_ID_KEY = wire_key(pb.Workload, "id")  # ID_KEY, checked below
+_STAMP_KEY = wire_key(pb.Workload, "queued_at_ms")
 _MAX_TAILS = 4096  # cached tails (and heads); a table is emptied when full
 _MAX_TAIL_BYTES = 1024  # longer tails are not cached (a typical one is under 100 bytes)
 _BY_COLUMN = 8  # rows from which values are built by column
@@ -157,7 +170,7 @@ def _read(
     every other field in order; None for bytes this reader leaves to protobuf, and once more
     than ``max_workloads`` workloads are read (protobuf then counts them, converting none).
 
-    One pass: a workload (key 0x12, its length, then ``0x0A``, the id's one-byte length, the
+    One pass: a workload (its key, its length, then the id's key and one-byte length, the
     id, the tail) is read where it stands, its tail looked up in the cache, then its head when
     the tail ends in a stamp (parsed on a miss);
     a workload of another layout is parsed by protobuf alone; any other field is copied.
@@ -167,10 +180,11 @@ def _read(
     tags: list[object] = []  # a cached tail's or head's fields; a parsed workload's own row
     rest: list[bytes] = []
     tails, heads = _tails, _heads
+    record_key, id_key = _WORKLOADS_KEY, _ID_KEY  # locals: read once per workload
     pos, end = 0, len(raw)
     runs = True
     while pos < end:
-        if raw[pos] == 0x12:  # _WORKLOADS_KEY, spelled out in this loop
+        if raw[pos] == record_key:
             if len(ids) > max_workloads:
                 return None
             size = raw[pos + 1]
@@ -180,7 +194,7 @@ def _read(
                 size, pos = _varint(raw, pos + 1)
             stop = pos + size
             n = raw[pos + 1]
-            if raw[pos] == 0x0A and n < 0x80 and pos + 2 + n <= stop:  # 0x0A: Workload.id's key
+            if raw[pos] == id_key and n < 0x80 and pos + 2 + n <= stop:
                 tail = raw[pos + 2 + n : stop]
                 known = tails.get(tail)
                 if known:
@@ -295,10 +309,8 @@ def _workloads(ids: list[str], rows: list[Fields], tags: list[object]) -> list[W
     return out
 
 
-def _fields(w: Workload) -> Fields:
-    """A workload's fields after the id, in order."""
-    return (w.scope_id, w.request, w.replicas, w.priority, w.preemptible, w.node_selector,
-            w.gpu_model, w.spread_key, w.queued_at_ms)  # fmt: skip
+_fields: Callable[[Workload], Fields] = operator.attrgetter(*_NAMES[1:])
+"""A workload's fields after the id, in order (``Workload``'s own, read in C)."""
 
 
 def _remember(table: dict[bytes, Fields], tail: bytes, w: Workload, *stamp: int) -> None:
@@ -328,15 +340,48 @@ def _stamp(raw: bytes, start: int, stop: int) -> tuple[int, int] | None:
     """Where a tail ``raw[start:stop]`` that ends in ``queued_at_ms`` (field 10, written last
     by encoders; a varint of at most nine bytes, so 0 to 2**63 - 1) has its key, and the value;
     None when it does not end so. The stamp's varint is continuation bytes (``>= 0x80``) and a
-    last byte below, so its key is the last 0x50 before them. A key found here is only a
+    last byte below, so its key (0x50) is the last one before them. A key found here is only a
     candidate: the head before it is trusted once it parses alone (``_remember``)."""
     last = stop - 1
-    key = raw.rfind(0x50, start, last)  # 0x50: field 10, varint
+    key = raw.rfind(_STAMP_KEY, start, last)
     if key < 0 or raw[last] >= 0x80 or last - key > 9:
         return None
     if key + 1 < last and min(raw[key + 1 : last]) < 0x80:
-        return None  # not all continuation bytes: the 0x50 found is not the stamp's key
+        return None  # not all continuation bytes: the key found is not the stamp's
     value = 0
     for byte in raw[last:key:-1]:
         value = value << 7 | (byte & 0x7F)
     return key, value
+
+
+def layout_problems(
+    workload: type[Message] = pb.Workload,
+    request: type[Message] = svc.PlaceRequest,
+    names: Sequence[str] = _NAMES,
+    fields: FieldMap = convert.WORKLOAD_FIELDS,
+) -> list[str]:
+    """What this reader assumes of the request's and workload's messages (``workload``,
+    ``request``), of ``Workload``'s field ``names`` and of the conversion it caches rows from
+    (``fields``), one line per assumption that does not hold: a workload record's and its
+    id's keys are the kernel's (``RECORD_KEY``, ``ID_KEY``); ``queued_at_ms`` is a varint of
+    a one-byte key, numbered last (encoders write it last: the stamp), and ``Workload``'s last
+    field, ``id`` its first; ``fields`` reads every field, ``id`` and ``queued_at_ms`` into
+    their namesakes."""
+    out = [f"{fields.codec}: {p}" for p in dataclasses.replace(fields, message=workload).problems()]
+    if wire_key(request, "workloads") != RECORD_KEY or wire_key(workload, "id") != ID_KEY:
+        out.append("workload records and ids are not keyed as kernels.scan_records reads them")
+    stamp = descriptor(workload).fields_by_name["queued_at_ms"]
+    last = max(descriptor(workload).fields, key=lambda f: f.number)
+    if stamp.type != FieldDescriptor.TYPE_INT64 or wire_key(workload, "queued_at_ms") >= 0x80:
+        out.append("reads queued_at_ms as an int64 varint of a one-byte key")
+    if last.name != stamp.name:
+        out.append(f"reads queued_at_ms as the field written last, but {last.name} follows it")
+    if (names[0], names[-1]) != ("id", "queued_at_ms"):
+        out.append(f"reads Workload's fields as id, ..., queued_at_ms, not {tuple(names)}")
+    if fields.fields.get("id") != "id" or fields.fields.get("queued_at_ms") != "queued_at_ms":
+        out.append("caches rows of fields that read id and queued_at_ms into their namesakes")
+    return out
+
+
+if _problems := layout_problems():
+    raise UnhandledFieldError("place_request_decoder", _problems)

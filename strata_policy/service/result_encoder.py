@@ -1,41 +1,45 @@
-"""Admit and Place results onto the response, most of them written as wire bytes.
+"""Admit and Place results onto the wire: two byte writers beside the plain ``fill_result``.
 
 A 1,000-workload Place answers 1,000 results; filling them field by field through protobuf
 (a message per result, one per placement, a map entry per borrowed resource) costs about as
-much as placing them. Here a result whose parts are the common ones — id, decision,
-placements, borrowed amounts, score, explanation — is written straight into protobuf's
-encoding (the placement and borrowed fragments cached, since a batch repeats them), and a run
-of such results is parsed into the response by one ``MergeFromString``. A result with reasons
-or victims (a denial; rare, and the most varied) is added field by field in its place.
+much as placing them. So results are written straight into protobuf's encoding:
 
-Clients see the same bytes either way: gRPC serializes the parsed response, and parsing these
-bytes yields the message the field-by-field path builds, map entries inserted in the same
-order (``tests/test_convert_results.py`` proves both for arbitrary results).
+- The value writer (``_write_results``) writes a result whose parts are the common ones —
+  id, decision, placements, borrowed amounts, score, explanation — from its fields, the
+  placement and borrowed fragments memoized (batches repeat them); a result with reasons or
+  victims (a denial; rare, and the most varied) is built by ``convert.fill_result`` and
+  serialized. ``response_bytes`` is a whole response as gRPC would serialize the message
+  (borrowed entries in the order protobuf writes the map it parsed); ``add_results`` parses
+  runs of the writer's bytes into a message (entries in the mapping's own order, as
+  assigning inserts them) and adds the other results field by field, in their place.
+- The column writer (``_write_columns``, for ``columnar_bytes``) writes a run of PLACED
+  results held in columns (``model.PlacedColumns``, the engine's answer as it made it) by a
+  kernel (``kernels.write_records``), no ``WorkloadResult`` built.
 
-The Place RPC's server handler goes one step further (``response_bytes``): it writes the whole
-response's bytes, the ones gRPC would serialize from the message ``add_results`` fills, so
-nothing is parsed into a message only to be serialized again. A result with reasons or victims
-is the one message it builds and serializes; borrowed amounts are written as protobuf writes
-the map it parsed (its own entry order), found once per distinct amounts and cached. And it
-writes the engine's answer as the engine made it (``columnar_bytes`` of a
-``model.ColumnarBatch``): a run of PLACED results held in columns is written from the columns
-by a kernel (``kernels.write_records``), no ``WorkloadResult`` built
-(``tests/test_columnar.py``: the same bytes for any batch of parts).
+Clients see the same bytes and messages either way (``tests/test_convert_results.py``,
+``tests/test_columnar.py``; ``tests/test_field_coverage.py`` with every field set). What each
+writer handles is declared beside it (``VALUE_WRITER_FIELDS``, ``COLUMN_WRITER_FIELDS``) and
+checked at import against the message descriptor and the dataclasses
+(``service.field_coverage``): a field added to either fails loudly here.
+
+The memo tables are keyed by values (placements, their tuples, borrowed amounts), never by
+``id``: a fragment depends only on its value, so a table is right whoever shares it and
+however long its keys' first owners live; each is bounded (emptied when full). Identity
+serves only within one call, over values the caller's sequence holds alive for the call.
 """
 
 from __future__ import annotations
 
 import operator
 import struct
-import threading
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import is_
 from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
@@ -45,17 +49,62 @@ from strata_policy.kernels.proto_records import SEPARATOR
 from strata_policy.model.resources import Resources
 from strata_policy.service.convert import DECISION_CODES as _CODES
 from strata_policy.service.convert import fill_result
+from strata_policy.service.field_coverage import (
+    Delegated,
+    FieldMap,
+    Fixed,
+    descriptor,
+    same,
+    wire_key,
+)
 
 if TYPE_CHECKING:
     from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
-_VARINT, _FIXED64, _LENGTH = 0, 1, 2
-_WIRE_TYPES = {
-    FieldDescriptor.TYPE_DOUBLE: _FIXED64,
-    FieldDescriptor.TYPE_STRING: _LENGTH,
-    FieldDescriptor.TYPE_MESSAGE: _LENGTH,
-}
+_PLACEMENT_FIELDS = FieldMap(
+    "result_encoder._placement",
+    pb.Placement,
+    model.Placement,
+    same("node_id", "gpu_devices"),
+)
+VALUE_WRITER_FIELDS = FieldMap(
+    "result_encoder._write_results",
+    pb.WorkloadResult,
+    model.WorkloadResult,
+    {
+        "workload_id": "workload_id",
+        "decision": "decision",
+        "placements": "placements",
+        "reasons": Delegated("convert.fill_result"),
+        "borrowed": "borrowed",
+        "victims": Delegated("convert.fill_result"),
+        "score": "score",
+        "explanation": "explanation",
+    },
+    nested=(_PLACEMENT_FIELDS,),
+).check()
+"""What the value writer (``response_bytes``, ``add_results``) writes itself, and what it leaves
+to ``convert.fill_result`` (a result with reasons or victims is built field by field)."""
+COLUMN_WRITER_FIELDS = FieldMap(
+    "result_encoder._write_columns",
+    pb.WorkloadResult,
+    model.PlacedColumns,
+    {
+        "workload_id": "ids",
+        "decision": Fixed("PLACED"),
+        "placements": "placements",
+        "reasons": Fixed("none: a PlacedColumns row has none"),
+        "borrowed": "borrowed",
+        "victims": Fixed("none: a PlacedColumns row has none"),
+        "score": "scores",
+        "explanation": Fixed("none: a PlacedColumns row has none"),
+    },
+    nested=(_PLACEMENT_FIELDS,),
+).check()
+"""What the column writer (``columnar_bytes``) reads from a ``PlacedColumns`` run for each field."""
+
 _K = TypeVar("_K", bound=Hashable)
+Amounts = tuple[tuple[str, int], ...]  # a borrowed mapping's items, in its order
 _MAX_CACHED = 1 << 16  # fragments per table; a table is emptied when full
 _pack_double = struct.Struct("<d").pack
 _SMALL = [bytes((i,)) for i in range(128)]
@@ -77,8 +126,7 @@ def _varint(n: int) -> bytes:
 
 def _tag(message: type[pb.WorkloadResult | svc.PlaceResponse], name: str) -> bytes:
     """A field's key: its number and wire type (maps and messages are length-delimited)."""
-    field = message.DESCRIPTOR.fields_by_name[name]
-    return _varint(field.number << 3 | _WIRE_TYPES.get(field.type, _VARINT))
+    return _varint(wire_key(message, name))
 
 
 _GENERATION = _tag(svc.PlaceResponse, "generation")  # AdmitResponse's too
@@ -91,18 +139,17 @@ _EXPLANATION = _tag(pb.WorkloadResult, "explanation")
 _DECISIONS = {
     value: _tag(pb.WorkloadResult, "decision") + _varint(code) for value, code in _CODES.items()
 }  # keyed by the enum's value, as DECISION_CODES is
-_ENTRY_KEY, _ENTRY_VALUE = _varint(1 << 3 | _LENGTH), _varint(2 << 3 | _VARINT)
+_ENTRY = cast(Descriptor, descriptor(pb.WorkloadResult).fields_by_name["borrowed"].message_type)
+_ENTRY_KEY, _ENTRY_VALUE = _varint(wire_key(_ENTRY, "key")), _varint(wire_key(_ENTRY, "value"))
 _PLACED = _DECISIONS[model.Decision.PLACED._value_]
 _NUL = chr(SEPARATOR)
 _NO_SCORES = np.zeros(0, dtype=np.float64)
 _add = operator.add
-_placements: dict[tuple[str, tuple[int, ...]], bytes] = {}
-_placement_tuples: dict[int, tuple[tuple[model.Placement, ...], bytes]] = {}  # by id: the tuple
-_borrowed: dict[tuple[tuple[str, int], ...], bytes] = {}
-_borrowed_out: dict[tuple[tuple[str, int], ...], bytes] = {}
-_held: dict[int, object] = {}  # by id: the placement tuples _middles_by_lent has fragments of
-_middles_by_lent: dict[bytes, dict[int, bytes]] = {}  # by borrowed fragment, by tuple id
-_middles_lock = threading.Lock()
+_placement_fragments: dict[model.Placement, bytes] = {}
+_tuple_fragments: dict[tuple[model.Placement, ...], bytes] = {}
+_borrowed_in_order: dict[Amounts, bytes] = {}
+_borrowed_as_written: dict[Amounts, bytes] = {}
+_middles_by_lent: dict[bytes, dict[tuple[model.Placement, ...], bytes]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,11 +166,11 @@ def encoded_data(response: EncodedResponse) -> bytes:
     return response.data
 
 
-def response_bytes(generation: int, decisions: Iterable[model.WorkloadResult]) -> bytes:
+def response_bytes(generation: int, decisions: Sequence[model.WorkloadResult]) -> bytes:
     """The bytes of ``PlaceResponse(generation=generation)`` (or the same AdmitResponse) with
     ``add_results(response, decisions)``, as ``SerializeToString`` writes them."""
     parts = [_GENERATION, _varint(generation)] if generation else []
-    _write_results(parts, decisions)
+    _write_results(parts, decisions, _borrowed_fragment)
     return b"".join(parts)
 
 
@@ -136,24 +183,63 @@ def columnar_bytes(batch: model.ColumnarBatch) -> bytes:
     for part in batch.parts:
         if isinstance(part, model.PlacedColumns):
             if not _write_columns(parts, part):
-                _write_results(parts, part.results())
+                _write_results(parts, part.results(), _borrowed_fragment)
         else:
-            _write_results(parts, part)
+            _write_results(parts, part, _borrowed_fragment)
     return b"".join(parts)
 
 
-def _write_results(parts: list[bytes], decisions: Iterable[model.WorkloadResult]) -> None:
-    """Append each result's key, length and bytes to ``parts``.
+def add_results(
+    response: svc.AdmitResponse | svc.PlaceResponse, decisions: Sequence[model.WorkloadResult]
+) -> None:
+    """Append each decision to ``response.results``, in order: runs of results the value
+    writer writes are parsed in by one ``MergeFromString`` each (their borrowed entries in
+    the mapping's own order, as assigning them would insert them), the others added field by
+    field (``add_result``) in their place."""
+    start = 0
+    for i, r in enumerate(decisions):
+        if r.reasons or r.victims:
+            if start < i:
+                _merge(response, decisions[start:i])
+            add_result(response.results, r)
+            start = i + 1
+    if start < len(decisions):
+        _merge(response, decisions[start:] if start else decisions)
+
+
+def _merge(
+    response: svc.AdmitResponse | svc.PlaceResponse, run: Sequence[model.WorkloadResult]
+) -> None:
+    parts: list[bytes] = []
+    _write_results(parts, run, _borrowed_entries)
+    response.MergeFromString(b"".join(parts))
+
+
+def add_result(
+    results: RepeatedCompositeFieldContainer[pb.WorkloadResult], r: model.WorkloadResult
+) -> None:
+    """Append one decision field by field (the general path)."""
+    fill_result(results.add(workload_id=r.workload_id, decision=_CODES[r.decision._value_]), r)
+
+
+def _write_results(
+    parts: list[bytes],
+    decisions: Sequence[model.WorkloadResult],
+    lent: Callable[[Amounts], bytes],
+) -> None:
+    """Append each result's key, length and bytes to ``parts`` (the value writer); ``lent``
+    writes the borrowed amounts (``_borrowed_fragment`` for a response's bytes,
+    ``_borrowed_entries`` for bytes parsed into a message).
 
     Results come in runs with equal borrowed amounts (a batch's workloads ask alike), so the
-    previous result's fragment is tried before the cache: first by the mapping's identity
-    (values are immutable, so a mapping shared by results reads the same), then by its items.
-    A result's placements are found by the identity of their tuple (``_placements_fragment``).
+    previous result's fragment is tried first: by the mapping's identity (the previous
+    mapping is held here, and values are immutable), then by its items. A result's placements
+    are found by their tuple's value (``_placements_fragment``).
     """
     small = _SMALL
-    by_tuple = _placement_tuples
+    by_tuple = _tuple_fragments
     last_mapping: object = None
-    last_amounts: tuple[tuple[str, int], ...] = ()
+    last_amounts: Amounts = ()
     last_borrowed = b""
     for r in decisions:
         if r.reasons or r.victims:
@@ -164,11 +250,8 @@ def _write_results(parts: list[bytes], decisions: Iterable[model.WorkloadResult]
             pieces = [_ID, small[n] if n < 128 else _varint(n), wid] if n else []
             pieces.append(_DECISIONS[r.decision._value_])
             held = r.placements
-            known = by_tuple.get(id(held))
-            if known is not None and known[0] is held:
-                pieces.append(known[1])
-            else:
-                pieces.append(_placements_fragment(held))
+            known = by_tuple.get(held)
+            pieces.append(known if known is not None else _placements_fragment(held))
             borrowed = r.borrowed
             if borrowed:
                 if borrowed is not last_mapping:
@@ -176,7 +259,7 @@ def _write_results(parts: list[bytes], decisions: Iterable[model.WorkloadResult]
                     amounts = tuple(borrowed.items())
                     if amounts != last_amounts:
                         last_amounts = amounts
-                        last_borrowed = _borrowed_fragment(amounts)
+                        last_borrowed = lent(amounts)
                 pieces.append(last_borrowed)
             if r.score:
                 pieces += (_SCORE, _pack_double(r.score))
@@ -195,8 +278,8 @@ def _write_columns(parts: list[bytes], run: model.PlacedColumns) -> bool:
 
     Every result of a run is its id, its middle (the decision and placements, then the
     borrowed amounts) and its score, with keys and lengths around them: the middles are found
-    by the identity of the run's shared placement tuples and borrowed mappings in C-level
-    passes, and ``kernels.write_records`` writes the rest, no Python step per result.
+    by the run's placement tuples and borrowed mappings in C-level passes, and
+    ``kernels.write_records`` writes the rest, no Python step per result.
     """
     scores = run.scores
     scored = all(scores)
@@ -223,35 +306,35 @@ def _write_columns(parts: list[bytes], run: model.PlacedColumns) -> bool:
 
 def _middles(placements: Sequence[tuple[model.Placement, ...]], lent: bytes) -> list[bytes]:
     """Each tuple's PLACED decision and placements (``_placements_fragment``) followed by
-    ``lent``, found by the tuple's ``id`` in C-level passes; tuples not cached yet are added.
+    ``lent``, looked up by the tuple's value in one C-level pass; the tuples missing are
+    added (a table per ``lent``, emptied when full).
 
-    An ``id`` found in a table is the tuple's own: the tuple cached under it is kept alive by
-    ``_held`` (written before, and emptied after, the tables), so no other object has that
-    ``id`` meanwhile, and the caller holds its own tuple. Writes take ``_middles_lock``."""
+    A tuple's hash asks each ``Placement`` for its own, and its equality takes the shared
+    ``Placement`` objects of the engine's tuples (``placement.shared_placements``) by identity:
+    about twice the cost of a lookup by ``id``, with nothing that depends on the keys' owners.
+    """
     table = _middles_by_lent.get(lent)
-    found = list(map(table.get, map(id, placements))) if table is not None else []
-    if found and all(found):  # a fragment is never empty: it starts with the decision
-        return cast(list[bytes], found)  # all() found no None
-    with _middles_lock:
-        if len(_held) + len(placements) > _MAX_CACHED or len(_middles_by_lent) >= 64:
+    if table is None:
+        if len(_middles_by_lent) >= 64:
             _middles_by_lent.clear()
-            _held.clear()
         table = _middles_by_lent.setdefault(lent, {})
-        out = []
-        for held in placements:
-            key = id(held)
-            middle = table.get(key)
-            if middle is None:
-                _held[key] = held
-                middle = table[key] = _PLACED + _placements_fragment(held) + lent
-            out.append(middle)
-    return out
+    found = list(map(table.get, placements))
+    if all(found):  # a middle is never empty: it starts with the decision
+        return cast(list[bytes], found)  # all() found no None
+    if len(table) + len(placements) > _MAX_CACHED:
+        table.clear()
+    for i, middle in enumerate(found):
+        if middle is None:
+            held = placements[i]
+            found[i] = table[held] = _PLACED + _placements_fragment(held) + lent
+    return cast(list[bytes], found)  # every None replaced
 
 
 def _borrowed_fragments(mappings: Sequence[Resources]) -> list[bytes] | bytes:
     """Each mapping's fragment (``_borrowed_fragment``), worked out once per distinct mapping
-    of the run (a group's workloads share one; all are alive, so ids are distinct); the one
-    fragment when every row holds the same mapping (the commonest run)."""
+    of the run (a group's workloads share one; the run holds every mapping alive, so their
+    ids are distinct for the call); the one fragment when every row holds the same mapping
+    (the commonest run)."""
     first = mappings[0]
     if all(map(is_, mappings, repeat(first))):
         return _borrowed_fragment(tuple(first.items())) if first else b""
@@ -263,59 +346,31 @@ def _borrowed_fragments(mappings: Sequence[Resources]) -> list[bytes] | bytes:
     return list(map(table.__getitem__, ids))
 
 
-def _borrowed_fragment(amounts: tuple[tuple[str, int], ...]) -> bytes:
-    """The borrowed map's entries as protobuf writes them, cached by their items."""
-    found = _borrowed_out.get(amounts)
+def _borrowed_fragment(amounts: Amounts) -> bytes:
+    """The borrowed map's bytes as protobuf writes the map parsed from ``_borrowed_entries``
+    (its order of entries is the map's own, not necessarily the mapping's), memoized."""
+    found = _borrowed_as_written.get(amounts)
     if found is None:
-        found = _cached(_borrowed_out, amounts, _borrowed_as_written(amounts))
+        written = pb.WorkloadResult.FromString(_borrowed_entries(amounts)).SerializeToString()
+        found = _memo(_borrowed_as_written, amounts, written)
     return found
 
 
-def add_results(
-    response: svc.AdmitResponse | svc.PlaceResponse, decisions: Iterable[model.WorkloadResult]
-) -> None:
-    """Append each decision to ``response.results``, in order (see the module docstring)."""
-    chunk: list[bytes] = []
-    for r in decisions:
-        if r.reasons or r.victims:
-            if chunk:
-                response.MergeFromString(b"".join(chunk))
-                chunk.clear()
-            add_result(response.results, r)
-            continue
-        wid = r.workload_id.encode()
-        parts = [_ID, _varint(len(wid)), wid, _DECISIONS[r.decision._value_]]
-        for p in r.placements:
-            key = (p.node_id, p.gpu_devices)
-            fragment = _placements.get(key)
-            if fragment is None:
-                fragment = _cached(_placements, key, _placement(p))
-            parts.append(fragment)
-        if r.borrowed:
-            amounts = tuple(r.borrowed.items())
-            fragment = _borrowed.get(amounts)
-            if fragment is None:
-                fragment = _cached(_borrowed, amounts, _borrowed_entries(amounts))
-            parts.append(fragment)
-        if r.score:
-            parts += (_SCORE, _pack_double(r.score))
-        if r.explanation:
-            text = r.explanation.encode()
-            parts += (_EXPLANATION, _varint(len(text)), text)
-        body = b"".join(parts)
-        chunk += (_RESULTS, _varint(len(body)), body)
-    if chunk:
-        response.MergeFromString(b"".join(chunk))
+def _borrowed_entries(amounts: Amounts) -> bytes:
+    """Map entries in the mapping's own order (parsing inserts them as assigning would),
+    memoized."""
+    found = _borrowed_in_order.get(amounts)
+    if found is None:
+        out = []
+        for name, amount in amounts:
+            key = name.encode()
+            entry = _ENTRY_KEY + _varint(len(key)) + key + _ENTRY_VALUE + _varint(amount)
+            out.append(_BORROWED + _varint(len(entry)) + entry)
+        found = _memo(_borrowed_in_order, amounts, b"".join(out))
+    return found
 
 
-def add_result(
-    results: RepeatedCompositeFieldContainer[pb.WorkloadResult], r: model.WorkloadResult
-) -> None:
-    """Append one decision field by field (the general path)."""
-    fill_result(results.add(workload_id=r.workload_id, decision=_CODES[r.decision._value_]), r)
-
-
-def _cached(table: dict[_K, bytes], key: _K, fragment: bytes) -> bytes:
+def _memo(table: dict[_K, bytes], key: _K, fragment: bytes) -> bytes:
     if len(table) >= _MAX_CACHED:
         table.clear()
     table[key] = fragment
@@ -323,29 +378,21 @@ def _cached(table: dict[_K, bytes], key: _K, fragment: bytes) -> bytes:
 
 
 def _placements_fragment(held: tuple[model.Placement, ...]) -> bytes:
-    """The fragments of a result's placements, joined, cached under the tuple's ``id``.
-
-    The engine shares placement tuples between results and batches (``placement.shared_placements``
-    caches a replica's one-placement tuple on the matrix), so most results' tuples are ones
-    seen before: found by identity, they cost one lookup instead of a key and a lookup per
-    placement. The entry holds the tuple itself, so its ``id`` cannot be reused while cached,
-    and a lookup checks it is that tuple."""
+    """The fragments of a result's placements, joined, memoized by the tuple's value (and
+    each placement's: tuples of a gang repeat placements)."""
     parts = []
     for p in held:
-        key = (p.node_id, p.gpu_devices)
-        fragment = _placements.get(key)
+        fragment = _placement_fragments.get(p)
         if fragment is None:
-            fragment = _cached(_placements, key, _placement(p))
+            fragment = _memo(_placement_fragments, p, _placement(p))
         parts.append(fragment)
-    joined = b"".join(parts)
-    if len(_placement_tuples) >= _MAX_CACHED:
-        _placement_tuples.clear()
-    _placement_tuples[id(held)] = (held, joined)
-    return joined
+    return _memo(_tuple_fragments, held, b"".join(parts))
 
 
 def _placement(p: model.Placement) -> bytes:
-    body = pb.Placement(node_id=p.node_id, gpu_devices=p.gpu_devices).SerializeToString()
+    """One placement's key, length and message, its fields as ``_PLACEMENT_FIELDS`` says."""
+    fields = {name: getattr(p, source) for name, source in _PLACEMENT_FIELDS.copied()}
+    body = pb.Placement(**fields).SerializeToString()
     return _PLACEMENT + _varint(len(body)) + body
 
 
@@ -354,19 +401,3 @@ def _general(r: model.WorkloadResult) -> bytes:
     out = pb.WorkloadResult(workload_id=r.workload_id, decision=_CODES[r.decision._value_])
     fill_result(out, r)
     return out.SerializeToString()
-
-
-def _borrowed_as_written(amounts: tuple[tuple[str, int], ...]) -> bytes:
-    """The borrowed map's bytes as protobuf writes the map parsed from ``_borrowed_entries``
-    (its order of entries is the map's own, not necessarily the mapping's)."""
-    return pb.WorkloadResult.FromString(_borrowed_entries(amounts)).SerializeToString()
-
-
-def _borrowed_entries(amounts: tuple[tuple[str, int], ...]) -> bytes:
-    """Map entries in the mapping's own order: parsing inserts them as assigning would."""
-    out = []
-    for name, amount in amounts:
-        key = name.encode()
-        entry = _ENTRY_KEY + _varint(len(key)) + key + _ENTRY_VALUE + _varint(amount)
-        out.append(_BORROWED + _varint(len(entry)) + entry)
-    return b"".join(out)
