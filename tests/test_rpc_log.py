@@ -141,6 +141,28 @@ def test_the_summary_is_written_by_the_loop_within_its_interval() -> None:
     assert [(x["event"], x.get("calls")) for x in logs if x["log_level"] == "info"] == [("rpcs", 2)]
 
 
+@pytest.mark.parametrize(
+    ("level", "debug"),
+    [
+        pytest.param(logging.DEBUG, True, id="debug: OK calls get their line"),
+        pytest.param(logging.INFO, False, id="info: OK calls are only counted"),
+        pytest.param(logging.WARNING, False, id="warning: OK calls are only counted"),
+    ],
+)
+def test_the_level_is_read_when_the_log_is_made(level: int, debug: bool) -> None:
+    """An ``RpcLog`` made under a level writes OK calls' lines only if it lets debug through."""
+    wrapper = structlog.get_config()["wrapper_class"]
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+    try:
+        rpc_log = RpcLog()
+        with capture_logs() as logs:
+            rpc_log.record("Admit", _admit(), None, OK, 0.001)
+    finally:
+        structlog.configure(wrapper_class=wrapper)
+    assert rpc_log.debug is debug
+    assert [x["log_level"] for x in logs] == (["debug"] if debug else [])
+
+
 @pytest.mark.parametrize("every", [0.0, -1.0, float("nan")])
 def test_a_summary_interval_must_be_positive(every: float) -> None:
     """A zero, negative or NaN interval is refused when the log is made."""

@@ -22,6 +22,7 @@ in ``strata_rpcs_total``, and their per-workload outcomes in ``strata_decisions_
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,12 +46,18 @@ class SlowestCall:
 
 class RpcLog:
     """The per-call log policy above; ``record`` and ``flush`` run on the event loop only (the
-    counts are plain dicts for that reason), or in a thread once the loop has stopped."""
+    counts are plain dicts for that reason), or in a thread once the loop has stopped.
+
+    Make it once logging is configured (the server is built after ``cli.configure_logging``):
+    whether ``debug`` lines are written is read then, so that an OK call at ``info`` does not
+    even gather its line's fields."""
 
     def __init__(self, every: float = SUMMARY_SECONDS) -> None:
         if not every > 0:
             raise ValueError(f"the summary interval must be positive, got {every}")
         self.every = every
+        enabled = getattr(log.bind(), "is_enabled_for", None)  # structlog's filtering loggers
+        self.debug = enabled is None or bool(enabled(logging.DEBUG))
         self._counts: dict[tuple[str, grpc.StatusCode], int] = {}
         self._slowest: SlowestCall | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -71,7 +78,12 @@ class RpcLog:
             )
         if self._timer is None:
             self._timer = _call_later(self.every, self.flush)
-        write = log.debug if code is _OK else log.info
+        if code is _OK:
+            if not self.debug:
+                return
+            write = log.debug
+        else:
+            write = log.info
         write(
             "rpc",
             method=method,
