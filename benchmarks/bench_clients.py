@@ -139,27 +139,29 @@ def throughput(
         timeout = 60 + plan[-1].end - time.time()
         counts = [json.loads(p.communicate(timeout=timeout)[0]) for p in procs]
     calls: dict[tuple[int, str], int] = {}
-    spent: dict[tuple[int, str], float] = {}
+    spent: dict[tuple[int, str], tuple[float, float]] = {}  # (CPU, wall) seconds sampled
     for n, s in enumerate(plan):
         key = (s.round, s.kind)
         calls[key] = calls.get(key, 0) + sum(c[n] for c in counts)
-        used = cpu[n]
-        if used is not None:
-            spent[key] = spent.get(key, 0.0) + used
+        cpu_s, wall_s = spent.get(key, (0.0, 0.0))
+        sampled = cpu[n]
+        if sampled is not None:
+            spent[key] = (cpu_s + sampled[0], wall_s + sampled[1])
     measured = Measured({k: [] for k in KINDS}, {k: [] for k in KINDS})
     for r in range(rounds):
         for kind in KINDS:
             n = calls[r, kind]
             measured.rates[kind].append(n / (slices * seconds))
-            if (r, kind) in spent and n:
-                measured.cpu_per_call[kind].append(spent[r, kind] / n)
+            cpu_s, wall_s = spent.get((r, kind), (0.0, 0.0))
+            if wall_s > 0 and n:  # the CPU rate sampled, over the round's slices of this kind
+                measured.cpu_per_call[kind].append(cpu_s / wall_s * slices * seconds / n)
     return measured
 
 
-def _server_cpu(pid: int, begin: float, end: float) -> float | None:
-    """CPU seconds the server spends from ``begin`` to ``end`` (wall clock), or ``None`` without
-    ``/proc``: sampled just inside the slice and scaled to its whole length by the wall time
-    actually between the samples (this process may wake late on a loaded machine)."""
+def _server_cpu(pid: int, begin: float, end: float) -> tuple[float, float] | None:
+    """(CPU, wall) seconds of the server sampled within ``begin``-``end`` (wall clock), or
+    ``None`` without ``/proc``. The samples are taken just inside the slice; this process may
+    wake late on a loaded machine, so the wall time actually between them is returned too."""
     if not os.path.exists(f"/proc/{pid}/stat"):
         return None
     slop = min(0.01, (end - begin) / 10)
@@ -167,9 +169,9 @@ def _server_cpu(pid: int, begin: float, end: float) -> float | None:
     before, at = _cpu_seconds(pid), time.time()
     time.sleep(max(0.0, end - slop - time.time()))
     after, until = _cpu_seconds(pid), time.time()
-    if until <= at:
+    if until <= at or until > end:  # woken past the slice: its samples would mix kinds
         return None
-    return (after - before) * (end - begin) / (until - at)
+    return after - before, until - at
 
 
 def _cpu_seconds(pid: int) -> float:
