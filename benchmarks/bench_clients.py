@@ -37,9 +37,9 @@ from strata_policy.testing import node
 CLIENTS = 4
 KINDS = ("health", "admit", "commit")
 ROUNDS = 10
-SLICES = 5
-SLICE_SECONDS = 0.2
-GAP_SECONDS = 0.02  # a client's last call of a slice ends (one call in flight: ~2 ms) in the gap
+SLICES = 10
+SLICE_SECONDS = 0.1
+GAP_SECONDS = 0.01  # a client's last call of a slice ends (one call in flight: ~2 ms) in the gap
 BAR = 0.7
 
 # One client process: follows the schedule (a JSON list of [kind, begin, end] wall-clock
