@@ -3,7 +3,8 @@
 DESIGN §6: with 4 client processes calling in parallel, Admit throughput ≥ 0.7 × the Health/Check
 throughput of the same server, in every round. The clients are separate processes (threads in
 one process would measure the client's GIL, not the server), each with one call in flight, all
-following one wall-clock schedule.
+following one wall-clock schedule. The server is ``strata-policy serve`` as deployed: metrics on,
+logs at ``info``.
 
 The machine is shared (2 cores, other work running), and its load drifts within seconds. So a
 round is not one phase per kind: it is ``SLICES`` short slices of each kind, interleaved (Health,
@@ -41,6 +42,9 @@ SLICES = 10
 SLICE_SECONDS = 0.1
 GAP_SECONDS = 0.01  # a client's last call of a slice ends (one call in flight: ~2 ms) in the gap
 BAR = 0.7
+# The server as deployed (deploy/kubernetes sets STRATA_METRICS_ADDRESS): every call is counted
+# in the metrics too; logs at the default level, info.
+SERVE_FLAGS = ("--metrics-address", "127.0.0.1:0")
 
 # One client process: follows the schedule (a JSON list of [kind, begin, end] wall-clock
 # instants), calling as fast as it can within each slice; prints each slice's completed calls.
@@ -116,7 +120,7 @@ def throughput(
     gap: float = GAP_SECONDS,
 ) -> Measured:
     """Run the schedule against a ``strata-policy serve`` process (see the module docstring)."""
-    with served_process() as (port, pid, channel):
+    with served_process(*SERVE_FLAGS) as (port, pid, channel):
         stub = svc_grpc.PolicyServiceStub(channel)  # type: ignore[no-untyped-call]
         snapshot = Snapshot(
             nodes=tuple(node(f"n{i}", cpu=100_000, gpus=8) for i in range(100)),
