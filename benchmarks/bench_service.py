@@ -97,9 +97,9 @@ def _served() -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def served_process() -> Iterator[tuple[str, int, Any]]:
-    """A ``strata-policy serve`` subprocess on a free port, SERVING; yields its port, its pid
-    (for its CPU time) and a channel to it."""
+def served_process(*flags: str) -> Iterator[tuple[str, int, Any]]:
+    """A ``strata-policy serve`` subprocess (with ``flags``) on a free port, SERVING; yields its
+    port, its pid (for its CPU time) and a channel to it."""
     import grpc  # noqa: PLC0415
 
     with socket.socket() as s:
@@ -107,7 +107,10 @@ def served_process() -> Iterator[tuple[str, int, Any]]:
         port = str(s.getsockname()[1])
     with tempfile.TemporaryFile("w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "strata_policy.cli", "serve", "--address", f"127.0.0.1:{port}"],
+            [
+                *(sys.executable, "-m", "strata_policy.cli", "serve"),
+                *("--address", f"127.0.0.1:{port}", *flags),
+            ],
             stderr=log,
         )
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")

@@ -18,7 +18,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
-from strata_policy.service.client import Client
+from strata_policy.service.client import Client, RpcError
 from strata_policy.service.config import ServerConfig
 from strata_policy.service.server import DETAIL_TYPES, Server
 
@@ -46,7 +46,8 @@ def _free_port() -> int:
 
 
 def test_serve_logs_rpcs_and_drains_on_sigterm() -> None:
-    """`strata-policy serve` logs one JSON line per RPC and exits 0 after draining on SIGTERM."""
+    """`strata-policy serve` logs a JSON line per failed RPC, a summary counting every RPC, and
+    exits 0 after draining on SIGTERM."""
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "strata_policy.cli", "serve", "--address", f"127.0.0.1:{port}"],
@@ -69,6 +70,9 @@ def test_serve_logs_rpcs_and_drains_on_sigterm() -> None:
         assert status == health_pb2.HealthCheckResponse.SERVING
         client = Client(f"127.0.0.1:{port}")
         client.call("PushSnapshot", {"clusterId": "logs", "snapshot": {}, "requestId": "r-9"})
+        with pytest.raises(RpcError):
+            client.call("DeleteCluster", {"clusterId": "logs", "expectedGeneration": 7,
+                                          "requestId": "r-10"})  # fmt: skip
         client.close()
         channel.close()
     finally:
@@ -76,15 +80,20 @@ def test_serve_logs_rpcs_and_drains_on_sigterm() -> None:
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
-    rpc = next(x for x in lines if x.get("event") == "rpc")
-    assert rpc["method"] == "PushSnapshot"
+    (rpc,) = [x for x in lines if x.get("event") == "rpc"]  # the OK call's line is debug
+    assert rpc["method"] == "DeleteCluster"
     assert (rpc["cluster_id"], rpc["request_id"], rpc["generation"], rpc["code"]) == (
         "logs",
-        "r-9",
-        1,
-        "OK",
+        "r-10",
+        None,
+        "ABORTED",
     )
     assert "duration_ms" in rpc
+    (summary,) = [x for x in lines if x.get("event") == "rpcs"]  # written on stop
+    assert summary["by_method"] == {
+        "DeleteCluster": {"ABORTED": 1},
+        "PushSnapshot": {"OK": 1},
+    }
     events = [x["event"] for x in lines]
     assert events.index("listening") < events.index("warming kernels") < events.index("serving")
     assert events.index("serving") < events.index("draining") < events.index("stopped")

@@ -19,8 +19,8 @@ A slot is therefore held only while a handler's work runs or waits for a worker:
 bytes, requests gRPC refuses for size, calls cancelled or past their deadline before they start,
 never take one, and a slot can never leak. Streams (server reflection, health Watch) and
 Health/Check are served on the loop and never hold an engine worker. Every PolicyService call,
-refused or not, ends in one log line and one metrics observation with its status code, written
-after the answer is sent.
+refused or not, ends in one metrics observation with its status code and one record in the log
+(``service.rpc_log``: a line of its own when it did not end OK), written after the answer is sent.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
-import structlog
 from google.protobuf.descriptor import ServiceDescriptor
 from grpc_status import rpc_status
 
@@ -46,6 +45,7 @@ from strata_policy.errors import (
     StrataError,
     Unauthenticated,
 )
+from strata_policy.service.rpc_log import RpcLog
 from strata_policy.service.status import abort_with, to_status
 
 if TYPE_CHECKING:
@@ -61,7 +61,6 @@ else:
 Behaviour = Callable[[Any, Any], Any]
 Rule = Callable[[Any], bool]
 
-log = structlog.get_logger("strata.rpc")
 _clock = time.perf_counter
 
 
@@ -244,8 +243,10 @@ class CallGate(GenericHandler):
         observer: RpcObserver | None = None,
         tokens: TokenTable | None = None,
         inline: Mapping[str, Rule] | None = None,
+        rpc_log: RpcLog | None = None,
     ) -> None:
         self.executor = executor
+        self.rpc_log = RpcLog() if rpc_log is None else rpc_log
         self.inline = dict(INLINE if inline is None else inline)
         self._busy: dict[str, int] = {}  # cluster id → its calls on (or queued for) a worker
         self.slots = slots
@@ -383,15 +384,7 @@ class CallGate(GenericHandler):
     def _emit(
         self, method: str, request: Any, response: Any, code: grpc.StatusCode, seconds: float
     ) -> None:
-        log.info(
-            "rpc",
-            method=method,
-            cluster_id=getattr(request, "cluster_id", ""),
-            request_id=getattr(request, "request_id", ""),
-            generation=getattr(response, "generation", None),
-            code=code.name,
-            duration_ms=round(seconds * 1000, 3),
-        )
+        self.rpc_log.record(method, request, response, code, seconds)
         if self.observer is not None:
             self.observer.observe_rpc(method, code.name, seconds)
 

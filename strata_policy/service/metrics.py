@@ -70,6 +70,7 @@ __all__ = ["CountsCollector", "Metrics", "ScopeCollector", "base_unit", "split_a
 log = structlog.get_logger("strata.metrics")
 
 ClusterSource = Callable[[], Iterable[tuple[str, ClusterInfo]]]
+RpcUpdates = tuple[Callable[[], None], Callable[[float], None]]  # a counter's inc, an observe
 LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0, 30.0,
@@ -259,6 +260,9 @@ class Metrics:
         # about as much as the rest of a one-workload Admit's bookkeeping. A child is the same
         # object for the same values for the metric's lifetime (nothing here removes one).
         self._children: dict[tuple[object, ...], Any] = {}
+        # What one finished RPC updates, by (method, code): its counter's ``inc`` and its
+        # method's histogram's ``observe``, looked up once per call.
+        self._rpc_updates: dict[tuple[str, str], RpcUpdates] = {}
         self._start_at_zero(policy_methods() if methods is None else methods)
 
     @classmethod
@@ -295,8 +299,15 @@ class Metrics:
 
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
         """Count one finished RPC (``code`` is the status name, e.g. ``"OK"``)."""
-        self._child(self.rpcs, method, code).inc()
-        self._child(self.latency, method).observe(seconds)
+        updates = self._rpc_updates.get((method, code))
+        if updates is None:
+            updates = self._rpc_updates[method, code] = (
+                self._child(self.rpcs, method, code).inc,
+                self._child(self.latency, method).observe,
+            )
+        count, observe = updates
+        count()
+        observe(seconds)
 
     def observe_results(
         self, method: str, results: Sequence[WorkloadResult], placed: int = 0

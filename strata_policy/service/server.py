@@ -231,6 +231,7 @@ class LoopServer:
                 server = self._server
                 server._on_loop(server._aio.stop(grace))  # the owner's parts
                 server._close_loop()
+                server.gate.rpc_log.flush()  # the last calls' summary (the loop is gone)
                 self._stopped.set()
         return self._stopped
 
