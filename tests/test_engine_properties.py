@@ -191,7 +191,7 @@ def test_place_matches_expected_gpu_devices_after_release() -> None:
 def test_one_workload_dry_run_admit_answers_as_its_commit(
     calls: list[tuple[object, ...]], w: Workload
 ) -> None:
-    """A one-workload dry-run Admit (no transaction) answers exactly as committing it does."""
+    """A one-workload dry-run Admit (which writes nothing) answers exactly as committing it does."""
     engine = _engine_after(calls)
     before = fingerprint(engine)
     try:
