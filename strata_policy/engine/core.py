@@ -70,9 +70,21 @@ class Engine:
         self.commits = Committer(Store(limits), clock, journal, observer)
         self.store = self.commits.store
         self.limits = self.commits.limits
-        self.clock = clock
-        self.journal = journal
-        self.observer = observer
+
+    @property
+    def clock(self) -> Callable[[], int]:
+        """Milliseconds now, for a call that names no ``now_ms``."""
+        return self.commits.clock
+
+    @property
+    def journal(self) -> Journal | None:
+        """Where commits go first (``engine.commit``), if anywhere."""
+        return self.commits.journal
+
+    @property
+    def observer(self) -> DecisionObserver | None:
+        """What counts the decisions, if anything."""
+        return self.commits.observer
 
     # --- snapshots (engine.snapshots) ----------------------------------------------------
 
