@@ -263,3 +263,20 @@ def test_one_workload_admit_journals_exactly_what_it_admitted(
         (change,) = new
         assert change.generation == result.generation  # type: ignore[attr-defined]
         assert change.delta == Delta(upsert_workloads=(state.workloads[w.id],))  # type: ignore[attr-defined]
+
+
+@settings(max_examples=60)
+@given(calls=calls)
+def test_the_task_mix_moves_alike_with_a_journal_or_without(
+    calls: list[tuple[object, ...]],
+) -> None:
+    """A commit counts the same workloads into the task mix whether it builds a journal delta
+    (ordered) or not (the upserted set alone), so FGD scores do not depend on a state dir."""
+    engines = _engine_after(calls, _Recorder()), _engine_after(calls)
+    mixes = []
+    for engine in engines:
+        state = engine.store._slots["c"].state
+        assert state is not None
+        mixes.append((state.task_mix.total, state.task_mix.typical(1.0)))
+    assert mixes[0] == mixes[1]
+    assert fingerprint(engines[0]) == fingerprint(engines[1])

@@ -138,17 +138,24 @@ class Committer:
     ) -> T:
         """``compute`` in a transaction: rolled back for a dry run or no change; else the
         change is journaled before the transaction ends (rolled back if the journal refuses),
-        then the generation and task mix move. Without a journal no ``Change`` is built: the
-        upserts alone feed the task mix."""
+        then the generation and task mix move.
+
+        The task mix counts the workloads the transaction upserted: those it touched that are
+        held now. Without a journal that set is all that is needed (the mix's counts do not
+        depend on the order they come in), so no ``Change`` and no ordered delta
+        (``ClusterState.changes``, which sorts) is built."""
         with state.transaction() as txn:
             finish = compute(state)
             if dry_run or not txn.changed:
                 txn.rollback()
                 return finish(state.generation)
-            upserts, removed = state.changes()
             generation = state.generation + 1
             answer = finish(generation)
-            if self.journal is not None:
+            held = state.workloads
+            if self.journal is None:
+                upserts = [held[w] for w in state.touched if w in held]
+            else:
+                upserts, removed = state.changes()
                 delta = Delta(upsert_workloads=tuple(upserts), remove_workload_ids=tuple(removed))
                 self.append(Change(cluster_id, generation, ChangeKind.DELTA, delta=delta))
             state.generation = generation
