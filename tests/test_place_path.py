@@ -10,8 +10,8 @@ deliberate choice.
 
 Measured: 32 modules on main before the engine split (commit 92aae35), 32 after it (the
 engine's ``core``/``batch``/``fast_place``/``request_checks`` became ``core``/``place``/
-``fast_place``/``request_checks``/``commit``, and the path skips ``state.changes`` without a
-journal). To tighten ``MAX_MODULES``: the placement index (issue 16 step 1) folds
+``fast_place``/``request_checks``/``commit``, and without a journal no ``state.changes.Change``
+is built). To tighten ``MAX_MODULES``: the placement index (issue 16 step 1) folds
 ``placement.kernel_inputs``/``static_masks``/``shared_placements``/``slot_builders``,
 ``state.nodes`` and ``kernels.search`` into one ``PlacementIndex``; the encoders (step 3) own
 ``kernels.proto_records`` and ``service.convert``'s part; ``state.validate``/``limits`` and
