@@ -13,11 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strata_policy.engine import Engine, admit_digest, batch
+from strata_policy.engine import Engine
 from strata_policy.errors import StrataError
 from strata_policy.model import Order, Policy, Scope, Snapshot, Workload
 from strata_policy.model.resources import add
 from strata_policy.placement.place import PlacementOptions
+from strata_policy.state.changes import Delta
 from strata_policy.testing import node
 
 SCOPES = (
@@ -190,7 +191,7 @@ def test_place_matches_expected_gpu_devices_after_release() -> None:
 def test_one_workload_dry_run_admit_answers_as_its_commit(
     calls: list[tuple[object, ...]], w: Workload
 ) -> None:
-    """A one-workload dry-run Admit (no transaction) answers exactly as committing it does."""
+    """A one-workload dry-run Admit (which writes nothing) answers exactly as committing it does."""
     engine = _engine_after(calls)
     before = fingerprint(engine)
     try:
@@ -232,53 +233,50 @@ class _Recorder:
         raise AssertionError("never asked for")
 
 
-def _general_admit(engine: Engine, w: Workload, request_id: str, dry: bool) -> object:
-    """A one-workload Admit through the general batch path (``_mutate``)."""
-    digest = admit_digest([w], Order.FIFO, 0, 0) if request_id and not dry else b""
-    return engine._mutate(
-        "c",
-        "admit",
-        request_id,
-        0,
-        dry,
-        lambda s: batch.admit(s, [w], Order.FIFO, 5, dry),
-        digest=digest,
-    )
-
-
 @settings(max_examples=80)
 @given(
     calls=calls,
     singles=st.lists(st.tuples(workloads, st.sampled_from(["", "r1", "r2"]), st.booleans())),
-    journaled=st.booleans(),
 )
-def test_one_workload_admit_equals_the_batch_path(
-    calls: list[tuple[object, ...]], singles: list[tuple[Workload, str, bool]], journaled: bool
+def test_one_workload_admit_journals_exactly_what_it_admitted(
+    calls: list[tuple[object, ...]], singles: list[tuple[Workload, str, bool]]
 ) -> None:
-    """One-workload Admits, dry or committed (their lean path, with a journal or without), give
-    the batch path's answers, errors, state, task mix and journal, request ids remembered
-    alike."""
-    engines = [
-        _engine_after(calls, _Recorder() if journaled else None),
-        _engine_after(calls, _Recorder() if journaled else None),
-    ]
-    lean, general = engines
+    """A one-workload Admit that commits journals one delta at the generation it answers,
+    holding exactly the workload it admitted; a dry run, a denial, an error or a replayed
+    request id journals nothing."""
+    engine = _engine_after(calls, _Recorder())
+    journal = engine.journal
+    assert isinstance(journal, _Recorder)
     for w, request_id, dry in singles:
-        outcomes = []
-        for engine, admit in (
-            (lean, lambda e, w=w, r=request_id, d=dry: e.admit("c", [w], request_id=r, dry_run=d)),
-            (general, lambda e, w=w, r=request_id, d=dry: _general_admit(e, w, r, d)),
-        ):
-            try:
-                outcomes.append(admit(engine))
-            except StrataError as exc:
-                outcomes.append((type(exc), str(exc)))
-        assert outcomes[0] == outcomes[1]
-        assert fingerprint(lean) == fingerprint(general)
-    states = [e.store._slots["c"].state for e in engines]
-    assert states[0].task_mix.typical(1.0) == states[1].task_mix.typical(1.0)  # type: ignore[union-attr]
-    for engine in engines:  # a later transaction sees only its own changes
-        engine.release("c", ["w0", "w1"])
-    assert fingerprint(lean) == fingerprint(general)
-    if journaled:
-        assert lean.journal.changes == general.journal.changes  # type: ignore[union-attr]
+        before, generation = len(journal.changes), engine.snapshot("c")[0]
+        try:
+            result = engine.admit("c", [w], request_id=request_id, dry_run=dry)
+        except StrataError:
+            assert len(journal.changes) == before
+            continue
+        new = journal.changes[before:]
+        if result.generation != generation + 1:
+            assert new == []
+            continue
+        state = engine.store._slots["c"].state
+        assert state is not None
+        (change,) = new
+        assert change.generation == result.generation  # type: ignore[attr-defined]
+        assert change.delta == Delta(upsert_workloads=(state.workloads[w.id],))  # type: ignore[attr-defined]
+
+
+@settings(max_examples=60)
+@given(calls=calls)
+def test_the_task_mix_moves_alike_with_a_journal_or_without(
+    calls: list[tuple[object, ...]],
+) -> None:
+    """A commit counts the same workloads into the task mix whether it builds a journal delta
+    (ordered) or not (the upserted set alone), so FGD scores do not depend on a state dir."""
+    engines = _engine_after(calls, _Recorder()), _engine_after(calls)
+    mixes = []
+    for engine in engines:
+        state = engine.store._slots["c"].state
+        assert state is not None
+        mixes.append((state.task_mix.total, state.task_mix.typical(1.0)))
+    assert mixes[0] == mixes[1]
+    assert fingerprint(engines[0]) == fingerprint(engines[1])

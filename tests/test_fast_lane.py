@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from matrix_state import matrix_state
 
-from strata_policy.engine import Engine, batch, fast_place
+from strata_policy.engine import Engine, fast_place, place
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import (
     Decision,
@@ -220,7 +220,7 @@ def test_admit_all_equals_one_by_one_for_any_admitted_subset(
 
 def _general(engine: Engine, workloads: list[Workload], **kwargs: object) -> object:
     """Engine.place through the one-by-one loop (no runs, no chunks)."""
-    with mock.patch.object(batch, "FAST_PATH_MIN", 10**9):
+    with mock.patch.object(place, "FAST_PATH_MIN", 10**9):
         return engine.place("c", workloads, **kwargs)  # type: ignore[arg-type]
 
 

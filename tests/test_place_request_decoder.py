@@ -12,7 +12,6 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.model import Workload
-from strata_policy.quota.groups import TaggedWorkloads
 from strata_policy.service import convert, place_request_decoder
 
 names = st.text("abcxyz-./0123é", max_size=8)
@@ -54,11 +53,11 @@ def protobuf_reads(raw: bytes) -> tuple[svc.PlaceRequest, list[Workload]]:
     return message, workloads
 
 
-def assert_tags_honest(workloads: TaggedWorkloads) -> None:
-    """Workloads under one tag (by identity) are equal but for id and queued_at_ms."""
-    assert isinstance(workloads, TaggedWorkloads)
+def assert_tags_honest(decoded: place_request_decoder.DecodedPlace) -> None:
+    """A tag per workload; workloads under one tag (by identity) are equal but for id and
+    queued_at_ms."""
     seen: dict[int, Workload] = {}
-    for w, tag in zip(workloads, workloads.tags, strict=True):
+    for w, tag in zip(decoded.workloads, decoded.tags, strict=True):
         first = seen.setdefault(id(tag), w)
         assert replace(w, id="", queued_at_ms=0) == replace(first, id="", queued_at_ms=0)
 
@@ -82,7 +81,7 @@ def assert_reads_alike(raw: bytes) -> None:
             dict(w.node_selector) for w in workloads
         ]
         assert decoded.message.SerializeToString() == message.SerializeToString()
-        assert_tags_honest(decoded.workloads)
+        assert_tags_honest(decoded)
         assert (decoded.cluster_id, decoded.request_id, decoded.dry_run) == (
             message.cluster_id,
             message.request_id,

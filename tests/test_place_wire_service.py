@@ -1,5 +1,5 @@
-"""The Place and Admit handlers the server registers (bytes in or out) answer as ``Place`` and
-``Admit`` do."""
+"""The Place and Admit handlers the server registers (bytes in or out) answer as the message
+translations (``message_servicer``) do."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from fake_context import Aborted, Context
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from message_servicer import MessageServicer
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
@@ -18,11 +19,10 @@ from strata_policy.model import Scope, Snapshot
 from strata_policy.service.auth import Grant, check_request
 from strata_policy.service.place_request_decoder import decode_place
 from strata_policy.service.result_encoder import encoded_data
-from strata_policy.service.servicer import PolicyServicer
 from strata_policy.testing import node
 
 
-def _servicer() -> PolicyServicer:
+def _servicer() -> MessageServicer:
     engine = Engine()
     nodes = tuple(
         node(f"n{i}", cpu=8, gpus=2 * (i % 3), labels={"zone": f"z{i % 2}"}) for i in range(6)
@@ -33,7 +33,7 @@ def _servicer() -> PolicyServicer:
         Scope("b", "org"),
     )
     engine.push_snapshot("c", Snapshot(nodes, scopes))
-    return PolicyServicer(engine)
+    return MessageServicer(engine)
 
 
 def _answer(call: Any, request: Any) -> tuple[str, Any]:
@@ -102,7 +102,7 @@ def test_encoded_admit_equals_admit(batch: list[svc.AdmitRequest]) -> None:
     """Byte-identical answers, the same errors, and the same state after each call."""
     general, encoded = _servicer(), _servicer()
     for request in batch:
-        _assert_same(_answer(general.Admit, request), _answer(encoded.admit_encoded, request))
+        _assert_same(_answer(general.admit_message, request), _answer(encoded.Admit, request))
         assert general.engine.snapshot("c") == encoded.engine.snapshot("c")
 
 
@@ -113,8 +113,8 @@ def test_wire_handler_equals_place(batch: list[svc.PlaceRequest]) -> None:
     general, wire = _servicer(), _servicer()
     for request in batch:
         raw = request.SerializeToString()
-        expected = _answer(general.Place, svc.PlaceRequest.FromString(raw))
-        _assert_same(expected, _answer(wire.place_decoded, decode_place(raw)))
+        expected = _answer(general.place_message, svc.PlaceRequest.FromString(raw))
+        _assert_same(expected, _answer(wire.Place, decode_place(raw)))
         assert general.engine.snapshot("c") == wire.engine.snapshot("c")
 
 
@@ -130,8 +130,8 @@ def test_wire_handler_places_a_large_batch_as_place() -> None:
     )
     general, wire = _servicer(), _servicer()
     raw = request.SerializeToString()
-    expected = general.Place(svc.PlaceRequest.FromString(raw), Context())  # type: ignore[arg-type]
-    got = wire.place_decoded(decode_place(raw), Context())  # type: ignore[arg-type]
+    expected = general.place_message(svc.PlaceRequest.FromString(raw), Context())  # type: ignore[arg-type]
+    got = wire.Place(decode_place(raw), Context())  # type: ignore[arg-type]
     assert encoded_data(got) == expected.SerializeToString()
     assert general.engine.snapshot("c") == wire.engine.snapshot("c")
 

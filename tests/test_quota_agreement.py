@@ -1,5 +1,5 @@
 """Admit ≡ dry-run Reclaim (DESIGN §2) through the engine, on every path that decides quota:
-one-workload Admit (its lean path), batch Admit, Place of inline workloads one by one and
+one-workload Admit, batch Admit, Place of inline workloads one by one and
 through the batch lane (``engine.fast_place``)."""
 
 from __future__ import annotations

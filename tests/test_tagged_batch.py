@@ -1,6 +1,6 @@
-"""A tagged batch (``quota.groups.TaggedWorkloads``, as ``service.place_request_decoder``
-decodes Place) is grouped and checked by its tags with the same outcome as by its fields: the
-same groups, answers, errors and state."""
+"""A tagged batch (workloads and a tag each, as ``service.place_request_decoder`` decodes Place
+and ``Engine.place(..., tags=...)`` takes it) is grouped and checked by its tags with the same
+outcome as by its fields: the same groups, answers, errors and state."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ from strata_policy.engine import Engine, fast_place
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import BatchResult, Order, Policy, Snapshot, Workload
 from strata_policy.placement.place import PlacementOptions
-from strata_policy.quota.groups import TaggedWorkloads, group, group_tagged, representatives
+from strata_policy.quota.groups import group, group_tagged, representatives
 from strata_policy.testing import node, scope
 
 NODES = tuple(node(f"n{i}", cpu=16, gpus=4 + 4 * (i % 2)) for i in range(12))
 SCOPES = (scope("org"), scope("a", "org", limit={"gpu": 20000}), scope("b", "org"))
 FAST = fast_place.FAST_PATH_MIN
+Tagged = tuple[list[Workload], list[object]]  # a batch and its tags
 
 # a shape: scope, cpu, gpu, replicas, priority, spread, gpu model; "zz", "", -1 and 0 replicas
 # are invalid, 1500 milli-GPUs too
@@ -49,7 +50,7 @@ def _workload(shape: tuple[str, int, int, int, int, bool, str], wid: str, at: in
 
 
 @st.composite
-def tagged_batches(draw: st.DrawFn, valid: bool, min_size: int = 0) -> TaggedWorkloads:
+def tagged_batches(draw: st.DrawFn, valid: bool, min_size: int = 0) -> Tagged:
     """Workloads drawn from a few shapes, each shape's workloads under one or two tags (so
     equal keys come under distinct tags too); ids mostly distinct, sometimes repeated, empty
     or held ("running"), and queued_at_ms differing within a tag."""
@@ -68,7 +69,7 @@ def tagged_batches(draw: st.DrawFn, valid: bool, min_size: int = 0) -> TaggedWor
         wid = f"w{i}" if valid or draw(st.integers(0, 9)) else draw(odd_ids)
         workloads.append(_workload(kinds[k], wid, draw(st.integers(0, 3))))
         out_tags.append(tags[k, half])
-    return TaggedWorkloads(workloads, out_tags)
+    return workloads, out_tags
 
 
 @pytest.mark.parametrize(
@@ -94,11 +95,12 @@ def test_group_tagged_cases(
 
 @settings(max_examples=150)
 @given(batch=tagged_batches(valid=False))
-def test_group_tagged_equals_group(batch: TaggedWorkloads) -> None:
+def test_group_tagged_equals_group(batch: Tagged) -> None:
     """Grouping by tags gives exactly the groups (numbers, firsts, sizes) grouping by fields
     gives."""
-    got = group_tagged(batch, batch.tags)
-    want = group(list(batch))
+    workloads, tags = batch
+    got = group_tagged(workloads, tags)
+    want = group(workloads)
     assert got == want
     assert all(a is b for a, b in zip(got.firsts, want.firsts, strict=True))
 
@@ -111,11 +113,14 @@ def test_representatives_are_each_tags_first() -> None:
 
 
 def test_tags_must_match_the_workloads() -> None:
-    """A tag per workload, and the list reads as the plain list of its workloads."""
+    """A tag per workload: any other count is refused before anything changes."""
     w = Workload("w1", "org", {"cpu": 1})
+    engine = Engine(clock=lambda: 1)
+    engine.push_snapshot("c", Snapshot(NODES, SCOPES))
+    before = engine.snapshot("c")
     with pytest.raises(ValueError, match="2 tags for 1 workloads"):
-        TaggedWorkloads([w], [1, 2])
-    assert TaggedWorkloads([w], [1]) == [w]
+        engine.place("c", [w], tags=[1, 2])
+    assert engine.snapshot("c") == before
 
 
 def _place(engine: Engine, workloads: list[Workload], **kwargs: object) -> BatchResult | str:
@@ -133,7 +138,7 @@ def _place(engine: Engine, workloads: list[Workload], **kwargs: object) -> Batch
     dry_run=st.booleans(),
 )
 def test_tagged_place_equals_the_plain_list(
-    batch: TaggedWorkloads, order: Order, policy: Policy, dry_run: bool
+    batch: Tagged, order: Order, policy: Policy, dry_run: bool
 ) -> None:
     """Engine.place of a tagged batch answers (or refuses, with the same violations) and
     commits exactly as the same workloads as a plain list."""
@@ -142,8 +147,9 @@ def test_tagged_place_equals_the_plain_list(
         e.push_snapshot("c", Snapshot(NODES, SCOPES))
         e.place("c", [Workload("running", "b", {"cpu": 4000, "gpu": 1000})])
     kwargs = {"order": order, "options": PlacementOptions(policy=policy), "dry_run": dry_run}
-    got = _place(engines[0], batch, **kwargs)
-    want = _place(engines[1], list(batch), **kwargs)
+    workloads, tags = batch
+    got = _place(engines[0], workloads, tags=tags, **kwargs)
+    want = _place(engines[1], workloads, **kwargs)
     assert got == want
     assert engines[0].snapshot("c") == engines[1].snapshot("c")
 
@@ -155,5 +161,5 @@ def test_a_tagged_batch_with_a_bad_field_is_refused_as_usual() -> None:
     engine = Engine(clock=lambda: 1)
     engine.push_snapshot("c", Snapshot(NODES, SCOPES))
     with pytest.raises(InvalidArgument) as caught:
-        engine.place("c", TaggedWorkloads([good, bad, replace(good, id="w2")], [1, 2, 1]))
+        engine.place("c", [good, bad, replace(good, id="w2")], tags=[1, 2, 1])
     assert [v.field for v in caught.value.violations] == ["workloads[1].scope_id"]

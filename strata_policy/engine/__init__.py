@@ -1,11 +1,15 @@
 """The engine layer: the use cases over one cluster's state, and the public in-process API.
 
-``Engine`` (``engine.core``) takes the cluster's lock, replays remembered answers, runs a use
-case inside a transaction and commits it journal first. Each use case lives in its own module:
-``batch`` and ``fast_place`` (Admit, Place, Release), ``reclaim``, ``plan`` (PlanCapacity), with
-``request_checks`` validating what a request carries against the cluster it targets.
+``Engine`` (``engine.core``) is a thin facade: each method calls its use case's module —
+``snapshots`` (PushSnapshot, UpdateSnapshot, DeleteCluster, reads, replay), ``admit``,
+``place`` (with its batch lane, ``fast_place``), ``release``, ``reclaim``, ``plan``
+(PlanCapacity) — and every use case runs under ``commit``'s protocol: the cluster's lock,
+idempotent replay of a retried ``request_id``, and journal-first commits. ``request_checks``
+validates what a request carries against the cluster it targets.
 """
 
-from strata_policy.engine.core import Engine, NotInPlace, admit_digest
+from strata_policy.engine.admit import admit_digest
+from strata_policy.engine.core import Engine
+from strata_policy.engine.snapshots import NotInPlace
 
 __all__ = ["Engine", "NotInPlace", "admit_digest"]

@@ -1,7 +1,7 @@
 """Admit-and-place a big batch (FIFO or PRIORITY) with one kernel call per run of workloads.
 
 The answers and the resulting state are exactly those of deciding and placing one workload at
-a time (``batch._admit_and_place``); two paths get there faster:
+a time (``engine.place._admit_and_place``); two paths get there faster:
 
 - **Quota fast lane.** When ``quota.admit_all`` finds that no limit, guarantee or the headroom
   can bind inside a run of workloads, every workload of the run is ADMITTED (with a known
@@ -42,7 +42,7 @@ from strata_policy.model.columns import Part
 from strata_policy.placement import slot_builders
 from strata_policy.placement.place import PlacementOptions, place_batch, place_columns
 from strata_policy.quota import RunAdmitted, admit_all, batch_order, decide_admit
-from strata_policy.quota.groups import Groups, TaggedWorkloads, group, group_tagged
+from strata_policy.quota.groups import Groups, group, group_tagged
 from strata_policy.state.cluster import ClusterState
 
 FAST_PATH_MIN = 32  # batches from this size place in runs through one kernel call each
@@ -56,14 +56,15 @@ def admit_and_place(
     order: Order,
     options: PlacementOptions,
     now_ms: int,
+    tags: Sequence[object] | None = None,
 ) -> list[Part]:
     """The results of admitting and placing ``workloads`` one by one in ``order`` (FIFO or
     PRIORITY: orders fixed before any decision), committed to ``state``, in order as parts
     (``model.columns``): a run placed in full is one ``PlacedColumns``, no values built.
 
-    A ``TaggedWorkloads`` batch has each run grouped by its tags (``group_tagged``), the same
-    groups ``group`` finds from the fields."""
-    tags = workloads.tags if isinstance(workloads, TaggedWorkloads) else None
+    With ``tags`` (``engine.place``'s module docstring: ``tags[i]`` is workload ``i``'s), each
+    run is grouped by its tags (``group_tagged``), the same groups ``group`` finds from the
+    fields; without, by the fields."""
     ordered = list(batch_order(state.tree, workloads, order, state.capacity))
     parts: list[Part] = []
     results: list[WorkloadResult] = []  # values since the last part

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from strata_policy.capacity import CapacityPlan, NodeGroup, PlanOptions, plan_capacity
-from strata_policy.engine.request_checks import check_new_workloads
+from strata_policy.engine.commit import Committer
+from strata_policy.engine.request_checks import check_new_workloads, replicas
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import Workload
 from strata_policy.state import validate
@@ -21,6 +22,21 @@ MAX_DISRUPTION_BUDGET = 10_000
 
 
 def plan(
+    c: Committer,
+    cluster_id: str,
+    groups: Sequence[NodeGroup],
+    workloads: Sequence[Workload],
+    options: PlanOptions,
+) -> tuple[int, CapacityPlan]:
+    """The cluster's plan and the generation it was made at, under the cluster's lock."""
+    validate.check_request_ids(cluster_id, "")
+    c.limits.check_batch(len(workloads), replicas(workloads))
+    with c.store.slot(cluster_id) as slot:
+        state = slot.require(cluster_id)
+        return state.generation, compute(state, groups, workloads, options)
+
+
+def compute(
     state: ClusterState,
     groups: Sequence[NodeGroup],
     workloads: Sequence[Workload],

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from strata_policy.engine.request_checks import check_new_workloads
+from strata_policy.engine.commit import Committer, body_digest
+from strata_policy.engine.request_checks import check_new_workloads, check_options
 from strata_policy.model import (
     Decision,
     Placement,
@@ -27,6 +28,51 @@ from strata_policy.state.cluster import ClusterState
 
 
 def reclaim(
+    c: Committer,
+    cluster_id: str,
+    workload: Workload,
+    *,
+    require_placement: bool,
+    options: PlacementOptions,
+    dry_run: bool,
+    expected_generation: int,
+    request_id: str,
+    now_ms: int,
+    caller: str,
+    given_digest: bytes,
+) -> ReclaimResult:
+    """Victims for ``workload`` on the cluster; committed: evict, admit (and place)."""
+    check_options(options)
+    result = c.mutate(
+        cluster_id,
+        "reclaim",
+        request_id,
+        expected_generation,
+        dry_run,
+        lambda state: compute(
+            state, workload, require_placement, options, now_ms or c.clock(), dry_run
+        ),
+        caller=caller,
+        digest=body_digest(
+            request_id,
+            dry_run,
+            given_digest,
+            lambda: (
+                "reclaim",
+                workload,
+                require_placement,
+                options,
+                expected_generation,
+                now_ms,
+            ),
+        ),
+    )
+    if c.observer is not None:
+        c.observer.observe_reclaim(result)
+    return result
+
+
+def compute(
     state: ClusterState,
     workload: Workload,
     require_placement: bool,

@@ -1,13 +1,18 @@
-"""Validation of the workloads a request carries, against the cluster they target."""
+"""Validation of what a request carries: its workloads against the cluster they target, its
+ids, its placement options, and how many replicas it asks for."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Workload
+from strata_policy.placement.place import PlacementOptions
 from strata_policy.state import validate
 from strata_policy.state.cluster import ClusterState
+
+_REPLICAS = operator.attrgetter("replicas")
 
 
 def check_new_workloads(state: ClusterState, workloads: Sequence[Workload], path: str) -> None:
@@ -46,3 +51,21 @@ def check_ids(ids: Sequence[str], path: str) -> None:
             if not wid
         ]
     )
+
+
+def check_options(options: PlacementOptions) -> None:
+    """Resource weights, coverage and task types are valid (``state.validate``)."""
+    validate.check(
+        validate.placement_options(options.resource_weights, options.coverage, options.task_types)
+    )
+
+
+def replicas(workloads: Sequence[Workload]) -> int:
+    """Replicas a batch asks for, for the batch limit (out-of-range counts are the validator's
+    to report, so each counts as at most ``MAX_REPLICAS`` here)."""
+    if len(workloads) == 1:  # every Admit of one workload: no list, no min/max
+        return min(max(workloads[0].replicas, 0), validate.MAX_REPLICAS)
+    counts = list(map(_REPLICAS, workloads))
+    if counts and (min(counts) < 0 or max(counts) > validate.MAX_REPLICAS):
+        return sum(min(max(r, 0), validate.MAX_REPLICAS) for r in counts)
+    return sum(counts)

@@ -8,10 +8,12 @@ a big batch has a handful of distinct combinations. Grouping costs one tuple key
 read per workload; everything after it is per group.
 
 A batch decoded from a request's bytes knows more for free: workloads read from one cached
-encoding share one fields tuple (``service.place_request_decoder``). Such a batch comes as
-``TaggedWorkloads``,
-and ``group_tagged`` keys only one workload per distinct tag, merging tags whose keys are
-equal, so the per-workload work is a few C-level passes (``id``, a dict, ``Counter``).
+encoding share one fields tuple (``service.place_request_decoder``), which the decoder hands
+on as each workload's *tag*: workloads whose tags are the same object are equal in every field
+but ``id`` and ``queued_at_ms``. The tags travel beside the workloads, as an explicit argument
+(``Engine.place(..., tags=...)``), and ``group_tagged`` keys only one workload per distinct
+tag, merging tags whose keys are equal, so the per-workload work is a few C-level passes
+(``id``, a dict, ``Counter``).
 """
 
 from __future__ import annotations
@@ -63,23 +65,6 @@ def group(workloads: Sequence[Workload]) -> Groups:
     return Groups(ids, firsts, [counts[g] for g in range(len(firsts))])
 
 
-class TaggedWorkloads(list[Workload]):
-    """A batch's workloads and, per workload, a tag (``tags[i]`` is workload ``i``'s): workloads
-    whose tags are the same object are equal in every field but ``id`` and ``queued_at_ms``, so
-    they share a group key and every field the per-workload checks read but the id.
-
-    The list compares, iterates and indexes as the plain list of its workloads; it is built once
-    by a decoder that knows the tags and not mutated afterwards (its tags would go stale)."""
-
-    __slots__ = ("tags",)
-
-    def __init__(self, workloads: Iterable[Workload], tags: list[object]) -> None:
-        super().__init__(workloads)
-        if len(tags) != len(self):
-            raise ValueError(f"{len(tags)} tags for {len(self)} workloads")
-        self.tags = tags
-
-
 def representatives(tags: Sequence[object]) -> list[int]:
     """The index of each distinct tag's (by identity) first workload, ascending."""
     ids = list(map(id, tags))
@@ -99,7 +84,7 @@ def _firsts(ids: list[int], distinct: Iterable[int]) -> list[int]:
 
 
 def group_tagged(workloads: Sequence[Workload], tags: Sequence[object]) -> Groups:
-    """``group(workloads)`` where ``tags`` are their tags (``TaggedWorkloads``' contract).
+    """``group(workloads)`` where ``tags[i]`` is workload ``i``'s tag (the module docstring).
 
     The tags are counted (a ``Counter`` keeps them in order of first appearance) and only the
     first workload of each distinct tag is keyed, by ``group`` of those in that order, so that

@@ -25,10 +25,10 @@ request) than the RPC layer may cost in all. Here the request's bytes are read d
 
 The workloads equal those ``convert.workloads_from_proto`` builds from the parsed message
 (``tests/test_place_request_decoder.py`` proves it for arbitrary requests, bytes and errors
-alike, and ``tests/test_field_coverage.py`` for requests with every field set). They come as
-``quota.groups.TaggedWorkloads``, tagged with the cached fields they were built from (the head's
-for a stamped tail, a row of its own for a workload protobuf read), so the engine groups the
-batch by tag instead of by each workload's fields.
+alike, and ``tests/test_field_coverage.py`` for requests with every field set). They come with
+a tag each (``DecodedPlace.tags``): the cached fields they were built from (the head's for a
+stamped tail, a row of its own for a workload protobuf read), so the engine groups the batch by
+tag instead of by each workload's fields (``quota.groups``).
 
 What this reader takes for granted is checked at import against the descriptors and
 ``model.Workload`` (``layout_problems``): the keys it reads are the ones the descriptors give,
@@ -58,7 +58,6 @@ from strata_policy.kernels import scan_records
 from strata_policy.kernels.proto_records import ID_KEY, RECORD_KEY, SEPARATOR
 from strata_policy.model import Workload, new_workload
 from strata_policy.model.objects import WORKLOAD_SETTERS
-from strata_policy.quota.groups import TaggedWorkloads
 from strata_policy.service import convert
 from strata_policy.service.field_coverage import FieldMap, UnhandledFieldError, descriptor, wire_key
 
@@ -81,14 +80,17 @@ _heads: dict[bytes, Fields] = {}  # the same for the heads of stamped tails, les
 @dataclass(frozen=True, slots=True)
 class DecodedPlace:
     """A Place request as its handler gets it: the message without its workloads (``message``)
-    and the workloads as values. ``cluster_id``, ``request_id`` and ``dry_run`` are the
+    and the workloads as values, with ``tags[i]`` workload ``i``'s tag (workloads whose tags are
+    the same object are equal in every field but ``id`` and ``queued_at_ms``: the grouping hint
+    ``Engine.place`` takes). ``cluster_id``, ``request_id`` and ``dry_run`` are the
     message's, for the call gate, which reads them from any request (logging, auth). ``raw``
     is the request as sent, kept for the digest that checks a reused ``request_id``;
     ``workload_count`` the number of workloads it holds (all of them converted, unless there
     are more than the reader was allowed to convert: then none are)."""
 
     message: svc.PlaceRequest
-    workloads: TaggedWorkloads
+    workloads: list[Workload]
+    tags: list[object] = field(repr=False, compare=False)
     raw: bytes = field(default=b"", repr=False, compare=False)
     workload_count: int = field(default=-1, compare=False)
 
@@ -122,16 +124,14 @@ def decode_place(raw: bytes, max_workloads: int = sys.maxsize) -> DecodedPlace:
         if read is not None:
             ids, rows, tags, rest = read
             message = svc.PlaceRequest.FromString(rest)
-            tagged = TaggedWorkloads(_workloads(ids, rows, tags), tags)
-            return DecodedPlace(message, tagged, raw, len(ids))
+            return DecodedPlace(message, _workloads(ids, rows, tags), tags, raw, len(ids))
     except (DecodeError, UnicodeDecodeError, IndexError):
         pass  # possibly malformed: protobuf decides, below (and counts a batch too big)
     message = svc.PlaceRequest.FromString(raw)
     count = len(message.workloads)
     workloads = convert.workloads_from_proto(message.workloads) if count <= max_workloads else []
     message.ClearField("workloads")
-    tagged = TaggedWorkloads(workloads, list(map(_fields, workloads)))
-    return DecodedPlace(message, tagged, raw, count)
+    return DecodedPlace(message, workloads, list(map(_fields, workloads)), raw, count)
 
 
 def _varint(raw: bytes, pos: int) -> tuple[int, int]:
@@ -166,7 +166,7 @@ def _skip(raw: bytes, pos: int, wire_type: int) -> int:
 def _read(
     raw: bytes, max_workloads: int = sys.maxsize
 ) -> tuple[list[str], list[Fields], list[object], bytes] | None:
-    """The workloads' ids, fields after the id and tags (``TaggedWorkloads``), and the bytes of
+    """The workloads' ids, fields after the id and tags (``DecodedPlace.tags``), and the bytes of
     every other field in order; None for bytes this reader leaves to protobuf, and once more
     than ``max_workloads`` workloads are read (protobuf then counts them, converting none).
 

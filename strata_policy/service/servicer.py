@@ -16,11 +16,9 @@ import grpc
 import structlog
 from google.protobuf.message_factory import GetMessageClass
 from strata.policy.v1 import policy_service_pb2 as svc
-from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 
 from strata_policy.engine import Engine, NotInPlace
 from strata_policy.errors import InternalError, StrataError
-from strata_policy.model import BatchResult, ColumnarBatch, Workload
 from strata_policy.service import convert as c
 from strata_policy.service import plan_convert as pc
 from strata_policy.service import request_limits as limits
@@ -28,7 +26,6 @@ from strata_policy.service.identity import caller_identity
 from strata_policy.service.place_request_decoder import DecodedPlace, decode_place
 from strata_policy.service.result_encoder import (
     EncodedResponse,
-    add_results,
     columnar_bytes,
     encoded_data,
     response_bytes,
@@ -52,7 +49,7 @@ class _Idempotent(Protocol):
     def SerializeToString(self, *, deterministic: bool = ...) -> bytes: ...  # protobuf's name
 
 
-def _idempotency(
+def idempotency(
     request: _Idempotent, context: grpc.ServicerContext, raw: bytes = b""
 ) -> tuple[str, bytes]:
     """The caller's identity and the body's digest, for a call the engine may remember: one
@@ -63,7 +60,10 @@ def _idempotency(
     return caller_identity(context), request_digest(body)
 
 
-def _errors_to_status(fn: Handler[Req, Resp]) -> Handler[Req, Resp]:
+def errors_to_status(fn: Handler[Req, Resp]) -> Handler[Req, Resp]:
+    """A handler whose ``StrataError`` aborts with its status (``status.abort``'s table) and
+    whose unexpected error aborts as INTERNAL (logged); ``NotInPlace`` passes through."""
+
     @wraps(fn)
     def handler(self: PolicyServicer, request: Req, context: grpc.ServicerContext) -> Resp:
         try:
@@ -79,18 +79,19 @@ def _errors_to_status(fn: Handler[Req, Resp]) -> Handler[Req, Resp]:
     return handler
 
 
-class PolicyServicer(svc_grpc.PolicyServiceServicer):
-    """Translates each RPC to one ``Engine`` call."""
+class PolicyServicer:
+    """Translates each RPC to one ``Engine`` call: one handler per RPC, each registered by
+    ``method_handlers``."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    @_errors_to_status
+    @errors_to_status
     def PushSnapshot(
         self, request: svc.PushSnapshotRequest, context: grpc.ServicerContext
     ) -> svc.PushSnapshotResponse:
         limits.check_push(self.engine.limits, request)
-        caller, digest = _idempotency(request, context)
+        caller, digest = idempotency(request, context)
         snapshot = c.snapshot_from_proto(request.snapshot)
         generation = self.engine.push_snapshot(
             request.cluster_id,
@@ -108,12 +109,12 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             workload_count=len(snapshot.workloads),
         )
 
-    @_errors_to_status
+    @errors_to_status
     def UpdateSnapshot(
         self, request: svc.UpdateSnapshotRequest, context: grpc.ServicerContext
     ) -> svc.UpdateSnapshotResponse:
         limits.check_update(self.engine.limits, request)
-        caller, digest = _idempotency(request, context)
+        caller, digest = idempotency(request, context)
         generation = self.engine.update_snapshot(
             request.cluster_id,
             c.delta_from_proto(request),
@@ -129,7 +130,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             generation=generation, node_count=nodes, scope_count=scopes, workload_count=workloads
         )
 
-    @_errors_to_status
+    @errors_to_status
     def GetCluster(
         self, request: svc.GetClusterRequest, context: grpc.ServicerContext
     ) -> svc.GetClusterResponse:
@@ -139,11 +140,11 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             _, snapshot = self.engine.snapshot(request.cluster_id)
         return c.cluster_to_proto(info, snapshot)
 
-    @_errors_to_status
+    @errors_to_status
     def DeleteCluster(
         self, request: svc.DeleteClusterRequest, context: grpc.ServicerContext
     ) -> svc.DeleteClusterResponse:
-        caller, digest = _idempotency(request, context)
+        caller, digest = idempotency(request, context)
         generation = self.engine.delete_cluster(
             request.cluster_id,
             expected_generation=request.expected_generation,
@@ -153,7 +154,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
         )
         return svc.DeleteClusterResponse(generation=generation)
 
-    @_errors_to_status
+    @errors_to_status
     def ListClusters(
         self, request: svc.ListClustersRequest, context: grpc.ServicerContext
     ) -> svc.ListClustersResponse:
@@ -171,30 +172,16 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             ]
         )
 
-    @_errors_to_status
-    def Admit(self, request: svc.AdmitRequest, context: grpc.ServicerContext) -> svc.AdmitResponse:
-        batch = self._admit(request, context)
-        response = svc.AdmitResponse(generation=batch.generation)
-        add_results(response, batch.results)
-        return response
-
-    @_errors_to_status
-    def admit_encoded(
-        self, request: svc.AdmitRequest, context: grpc.ServicerContext
-    ) -> EncodedResponse:
-        """Admit as the server registers it (``add_to_server``): the answer written as bytes by
-        ``results.response_bytes``, the same bytes ``Admit``'s message serializes to. A
-        one-workload Admit is the commonest call: no response message is built, filled from
-        bytes and serialized again."""
-        batch = self._admit(request, context)
-        return EncodedResponse(batch.generation, response_bytes(batch.generation, batch.results))
-
-    def _admit(self, request: svc.AdmitRequest, context: grpc.ServicerContext) -> BatchResult:
+    @errors_to_status
+    def Admit(self, request: svc.AdmitRequest, context: grpc.ServicerContext) -> EncodedResponse:
+        """The answer written as bytes (``result_encoder.response_bytes``), the bytes an
+        ``AdmitResponse`` of the same results serializes to: a one-workload Admit is the
+        commonest call, and builds no response message."""
         limits.check_batch(
             self.engine.limits, request.cluster_id, request.request_id, len(request.workloads)
         )
-        caller, digest = _idempotency(request, context)
-        return self.engine.admit(
+        caller, digest = idempotency(request, context)
+        batch = self.engine.admit(
             request.cluster_id,
             c.workloads_from_proto(request.workloads),
             order=c.enum_from_proto(c.ORDERS, request.order, "order"),
@@ -205,29 +192,14 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             caller=caller,
             body_digest=digest,
         )
+        return EncodedResponse(batch.generation, response_bytes(batch.generation, batch.results))
 
-    @_errors_to_status
-    def Place(self, request: svc.PlaceRequest, context: grpc.ServicerContext) -> svc.PlaceResponse:
-        limits.check_batch(
-            self.engine.limits,
-            request.cluster_id,
-            request.request_id,
-            len(request.workloads) + len(request.workload_ids),
-        )
-        caller, digest = _idempotency(request, context)
-        workloads = c.workloads_from_proto(request.workloads)
-        batch = self._place(request, workloads, caller, digest).batch_result()
-        response = svc.PlaceResponse(generation=batch.generation)
-        add_results(response, batch.results)
-        return response
-
-    @_errors_to_status
-    def place_decoded(
-        self, request: DecodedPlace, context: grpc.ServicerContext
-    ) -> EncodedResponse:
-        """Place as the server registers it (``add_to_server``): the request read from its bytes
-        by ``wire.decode_place``, the answer written as bytes from the engine's columns by
-        ``results.columnar_bytes``; the same answer, byte for byte, as ``Place``."""
+    @errors_to_status
+    def Place(self, request: DecodedPlace, context: grpc.ServicerContext) -> EncodedResponse:
+        """The request read from its bytes (``place_request_decoder.decode_place``: the
+        workloads as values, with the tags that group them), the answer written as bytes from
+        the engine's columns (``result_encoder.columnar_bytes``): the bytes a ``PlaceResponse``
+        of the same results serializes to."""
         message = request.message
         limits.check_batch(
             self.engine.limits,
@@ -235,40 +207,34 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             message.request_id,
             max(request.workload_count, len(request.workloads)) + len(message.workload_ids),
         )
-        caller, digest = _idempotency(message, context, request.raw)
-        batch = self._place(message, request.workloads, caller, digest)
-        return EncodedResponse(batch.generation, columnar_bytes(batch))
-
-    def _place(
-        self, request: svc.PlaceRequest, workloads: list[Workload], caller: str, digest: bytes
-    ) -> ColumnarBatch:
-        """The engine's answer in columns (``Engine.place_columnar``): the response is written
-        from them, the message path's results are its ``batch_result()``."""
-        fragmentation = request.fragmentation if request.HasField("fragmentation") else None
-        return self.engine.place_columnar(
-            request.cluster_id,
-            workloads,
-            request.workload_ids[:],  # a list; see convert.workloads_from_proto
-            order=c.enum_from_proto(c.ORDERS, request.order, "order"),
+        caller, digest = idempotency(message, context, request.raw)
+        fragmentation = message.fragmentation if message.HasField("fragmentation") else None
+        batch = self.engine.place_columnar(
+            message.cluster_id,
+            request.workloads,
+            message.workload_ids[:],  # a list; see convert.workloads_from_proto
+            tags=request.tags,
+            order=c.enum_from_proto(c.ORDERS, message.order, "order"),
             options=c.options_from_proto(
-                request.policy, request.resource_weights, request.seed, fragmentation
+                message.policy, message.resource_weights, message.seed, fragmentation
             ),
-            dry_run=request.dry_run,
-            expected_generation=request.expected_generation,
-            request_id=request.request_id,
-            now_ms=request.now_ms,
+            dry_run=message.dry_run,
+            expected_generation=message.expected_generation,
+            request_id=message.request_id,
+            now_ms=message.now_ms,
             caller=caller,
             body_digest=digest,
         )
+        return EncodedResponse(batch.generation, columnar_bytes(batch))
 
-    @_errors_to_status
+    @errors_to_status
     def Release(
         self, request: svc.ReleaseRequest, context: grpc.ServicerContext
     ) -> svc.ReleaseResponse:
         limits.check_batch(
             self.engine.limits, request.cluster_id, request.request_id, len(request.workload_ids)
         )
-        caller, digest = _idempotency(request, context)
+        caller, digest = idempotency(request, context)
         result = self.engine.release(
             request.cluster_id,
             request.workload_ids[:],  # a list; see convert.workloads_from_proto
@@ -282,12 +248,12 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             generation=result.generation, released=result.released, not_found=result.not_found
         )
 
-    @_errors_to_status
+    @errors_to_status
     def Reclaim(
         self, request: svc.ReclaimRequest, context: grpc.ServicerContext
     ) -> svc.ReclaimResponse:
         limits.check_ids(request.cluster_id, request.request_id)
-        caller, digest = _idempotency(request, context)
+        caller, digest = idempotency(request, context)
         result = self.engine.reclaim(
             request.cluster_id,
             c.workload_from_proto(request.workload),
@@ -308,7 +274,7 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
             result=c.result_to_proto(result.result) if result.result is not None else None,
         )
 
-    @_errors_to_status
+    @errors_to_status
     def PlanCapacity(
         self, request: svc.PlanCapacityRequest, context: grpc.ServicerContext
     ) -> svc.PlanCapacityResponse:
@@ -323,10 +289,9 @@ class PolicyServicer(svc_grpc.PolicyServiceServicer):
 
 def method_handlers(servicer: PolicyServicer) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
     """Each method's handler, as the generated ``add_PolicyServiceServicer_to_server`` builds
-    them, except for Place, whose handler reads the request's bytes itself
-    (``wire.decode_place``), and Place and Admit answer bytes (``results.columnar_bytes``,
-    ``results.response_bytes``); clients see the same messages and errors. The server serves
-    them through ``calls.CallGate``."""
+    them, except that Place reads its request's bytes itself (``decode_place``) and Place and
+    Admit answer bytes (``encoded_data``); clients see the same messages and errors. The
+    server serves them through ``calls.CallGate``."""
     handlers = {}
     for method in SERVICE.methods:
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
@@ -335,13 +300,13 @@ def method_handlers(servicer: PolicyServicer) -> dict[str, grpc.RpcMethodHandler
             response_serializer=GetMessageClass(method.output_type).SerializeToString,
         )
     handlers["Place"] = grpc.unary_unary_rpc_method_handler(
-        servicer.place_decoded,
+        servicer.Place,
         # Past the batch limit the workloads are counted, not converted (see decode_place).
         request_deserializer=partial(decode_place, max_workloads=servicer.engine.limits.max_batch),
         response_serializer=encoded_data,
     )
     handlers["Admit"] = grpc.unary_unary_rpc_method_handler(
-        servicer.admit_encoded,
+        servicer.Admit,
         request_deserializer=svc.AdmitRequest.FromString,
         response_serializer=encoded_data,
     )

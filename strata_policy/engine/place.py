@@ -1,9 +1,16 @@
-"""Admit, Place and Release batches (DESIGN §2–§3) over one cluster's state.
+"""The Place use case (DESIGN §3): place admitted workloads by id, and admit-and-place inline ones.
 
-Admit decides each workload in the batch order (FIFO, PRIORITY or FAIR, re-evaluated after every
-decision) and charges the admitted ones. Place does the same for inline workloads and then places
-each admitted one (all replicas or none); an inline workload that fits the quota but no nodes is
-not admitted (UNPLACED), and one placed by id that does not fit stays ADMITTED.
+Workloads are taken in the batch order (FIFO, PRIORITY or FAIR); each admitted one is placed
+with all its replicas or none. An inline workload that fits the quota but no nodes is not
+admitted (UNPLACED); one placed by id that does not fit stays ADMITTED. A big FIFO or PRIORITY
+batch of inline workloads goes through the batch lane (``engine.fast_place``), with the same
+answers and state; the rest are decided and placed one at a time here.
+
+A batch may come with ``tags`` (the Place request decoder's, ``service.place_request_decoder``):
+``tags[i]`` is workload ``i``'s, and workloads whose tags are the same object are equal in every
+field but ``id`` and ``queued_at_ms``. The lane groups such a batch by tag
+(``quota.groups.group_tagged``) and checks one workload per tag, instead of reading every
+workload's fields; the answers are the same as without tags.
 """
 
 from __future__ import annotations
@@ -13,68 +20,102 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from strata_policy.engine import fast_place
+from strata_policy.engine.commit import Committer, body_digest
 from strata_policy.engine.fast_place import FAST_PATH_MIN
-from strata_policy.engine.request_checks import check_ids, check_new_workloads
+from strata_policy.engine.request_checks import (
+    check_ids,
+    check_new_workloads,
+    check_options,
+    replicas,
+)
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import (
-    BatchResult,
     ColumnarBatch,
     Decision,
     Order,
     Reason,
     ReasonCode,
-    ReleaseResult,
     RunningWorkload,
     Workload,
     WorkloadResult,
 )
 from strata_policy.placement.place import PlacementOptions, place_one
 from strata_policy.quota import batch_order, decide_admit
-from strata_policy.quota.groups import TaggedWorkloads, representatives
+from strata_policy.quota.groups import representatives
 from strata_policy.state import validate
 from strata_policy.state.cluster import ClusterState
 
-__all__ = ["FAST_PATH_MIN", "admit", "place", "release"]
+__all__ = ["FAST_PATH_MIN", "place"]
 _ID = operator.attrgetter("id")
 
 
-def admit(
-    state: ClusterState,
-    workloads: Sequence[Workload],
-    order: Order,
-    now_ms: int,
-    dry_run: bool = False,
-) -> Callable[[int], BatchResult]:
-    """Decide a batch; ADMITTED ones are charged to the tree (no nodes).
-
-    In a dry run the last decision is not applied: nothing after it could see it, and the
-    transaction would undo it anyway (this keeps a one-workload dry run free of writes).
-    """
-    check_new_workloads(state, workloads, "workloads")
-    results: list[WorkloadResult] = []
-    last = len(workloads) - 1
-    indexes = (0,) if last == 0 else batch_order(state.tree, workloads, order, state.capacity)
-    for i in indexes:
-        w = workloads[i]
-        result = decide_admit(state.tree, state.workloads, w, state.capacity)
-        if result.decision is Decision.ADMITTED and not (dry_run and len(results) == last):
-            state.add(RunningWorkload(w, (), now_ms))
-        results.append(result)
-    return lambda generation: BatchResult(generation, tuple(results))
-
-
 def place(
+    c: Committer,
+    cluster_id: str,
+    workloads: Sequence[Workload],
+    workload_ids: Sequence[str],
+    *,
+    tags: Sequence[object] | None,
+    order: Order,
+    options: PlacementOptions,
+    dry_run: bool,
+    expected_generation: int,
+    request_id: str,
+    now_ms: int,
+    caller: str,
+    given_digest: bytes,
+) -> ColumnarBatch:
+    """Place on the cluster and commit (unless a dry run); the answer in columns
+    (``model.columns``: a run the lane placed in full is never turned into values)."""
+    c.limits.check_batch(len(workloads) + len(workload_ids), replicas(workloads))
+    check_options(options)
+    if tags is not None and len(tags) != len(workloads):
+        raise ValueError(f"{len(tags)} tags for {len(workloads)} workloads")
+    result = c.mutate(
+        cluster_id,
+        "place",
+        request_id,
+        expected_generation,
+        dry_run,
+        lambda state: compute(
+            state, workloads, workload_ids, order, options, now_ms or c.clock(), tags
+        ),
+        caller=caller,
+        digest=body_digest(
+            request_id,
+            dry_run,
+            given_digest,
+            lambda: (
+                "place",
+                tuple(workloads),
+                tuple(workload_ids),
+                order,
+                options,
+                expected_generation,
+                now_ms,
+            ),
+        ),
+    )
+    if c.observer is not None:
+        c.observer.observe_results(
+            "Place", result.held_as_values(), placed=result.placed_in_columns()
+        )
+    return result
+
+
+def compute(
     state: ClusterState,
     workloads: Sequence[Workload],
     workload_ids: Sequence[str],
     order: Order,
     options: PlacementOptions,
     now_ms: int,
+    tags: Sequence[object] | None = None,
 ) -> Callable[[int], ColumnarBatch]:
     """Place admitted workloads by id, and admit-and-place inline ones, in the batch order
     (the answer's ``batch_result()`` is the ``BatchResult``; the batch lane's runs placed in
-    full stay in columns)."""
-    if not _tagged_plainly_valid(state, workloads):
+    full stay in columns). ``tags``: see the module docstring."""
+    if not _tagged_plainly_valid(state, workloads, tags):
         check_new_workloads(state, workloads, "workloads")
     check_ids(workload_ids, "workload_ids")
     known: list[Workload] = []
@@ -90,7 +131,7 @@ def place(
     admitted = len(known)
     options = _with_mix(state, options)
     if not known and order is not Order.FAIR and len(workloads) >= FAST_PATH_MIN:
-        parts = tuple(fast_place.admit_and_place(state, workloads, order, options, now_ms))
+        parts = tuple(fast_place.admit_and_place(state, workloads, order, options, now_ms, tags))
         return lambda generation: ColumnarBatch(generation, parts)
     results: list[WorkloadResult] = []
     for i in batch_order(state.tree, batch, order, state.capacity):
@@ -102,15 +143,17 @@ def place(
     return lambda generation: ColumnarBatch(generation, (tuple(results),))
 
 
-def _tagged_plainly_valid(state: ClusterState, workloads: Sequence[Workload]) -> bool:
-    """True only when ``check_new_workloads`` would find nothing, asked of a
-    ``TaggedWorkloads`` batch (False for any other: it is checked as usual).
+def _tagged_plainly_valid(
+    state: ClusterState, workloads: Sequence[Workload], tags: Sequence[object] | None
+) -> bool:
+    """True only when ``check_new_workloads`` would find nothing, asked of a tagged batch
+    (False without tags: it is checked as usual).
 
     The ids are checked for the whole batch (distinct, new to the cluster, of a valid length:
     ``validate.workloads_plainly_valid``'s id rules), the other fields only for the first
     workload of each distinct tag (``quota.groups.representatives``): a tag's workloads differ
     from it only in id and ``queued_at_ms``, which no rule but the id's reads."""
-    if not isinstance(workloads, TaggedWorkloads) or len(workloads) < 2:
+    if tags is None or len(workloads) < 2:
         return False
     ids = list(map(_ID, workloads))
     if len(set(ids)) != len(ids) or not state.workloads.keys().isdisjoint(ids):
@@ -118,11 +161,12 @@ def _tagged_plainly_valid(state: ClusterState, workloads: Sequence[Workload]) ->
     lengths = list(map(len, ids))
     if min(lengths) < 1 or max(lengths) > validate.MAX_ID_LENGTH:
         return False
-    firsts = [workloads[i] for i in representatives(workloads.tags)]
+    firsts = [workloads[i] for i in representatives(tags)]
     return validate.workloads_plainly_valid(firsts, state.tree.scopes, state.workloads)
 
 
 def _with_mix(state: ClusterState, options: PlacementOptions) -> PlacementOptions:
+    """FGD measures against the cluster's task mix unless the request names its own."""
     if options.task_mix is None and not options.task_types:
         return replace(options, task_mix=state.task_mix)
     return options
@@ -164,17 +208,3 @@ def _admit_and_place(
     return replace(
         decision, decision=Decision.PLACED, placements=outcome.placements, score=outcome.score
     )
-
-
-def release(state: ClusterState, workload_ids: Sequence[str]) -> Callable[[int], ReleaseResult]:
-    """Free each known workload once; unknown (and repeated) ids are listed as not found."""
-    check_ids(workload_ids, "workload_ids")
-    released: list[str] = []
-    not_found: list[str] = []
-    for wid in workload_ids:
-        if wid in state.workloads:
-            state.remove(wid)
-            released.append(wid)
-        else:
-            not_found.append(wid)
-    return lambda generation: ReleaseResult(generation, tuple(released), tuple(not_found))

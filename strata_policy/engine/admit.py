@@ -1,0 +1,97 @@
+"""The Admit use case (DESIGN §2): quota decisions for a batch; admitted workloads hold quota, not
+nodes.
+
+Each workload is decided in the batch order (FIFO, PRIORITY or FAIR, re-evaluated after every
+decision) and the admitted ones are charged to the tree, in ``engine.commit``'s transaction.
+
+One workload is the control plane's commonest call ("may this start now?", or start it), and
+over gRPC it must cost about what a Health check costs (DESIGN §6). It takes the same path as a
+batch, which is cheap for one: no ordering (one index), the batch check skipped for the
+per-field one, and a dry run writes nothing at all (the last decision is never applied), so the
+transaction has nothing to roll back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from strata_policy.engine.commit import Committer
+from strata_policy.engine.request_checks import check_new_workloads, replicas
+from strata_policy.model import (
+    BatchResult,
+    Decision,
+    Order,
+    RunningWorkload,
+    Workload,
+    WorkloadResult,
+)
+from strata_policy.quota import batch_order, decide_admit
+from strata_policy.state.cluster import ClusterState
+from strata_policy.state.store import request_digest
+
+
+def admit(
+    c: Committer,
+    cluster_id: str,
+    workloads: Sequence[Workload],
+    *,
+    order: Order,
+    dry_run: bool,
+    expected_generation: int,
+    request_id: str,
+    now_ms: int,
+    caller: str,
+    given_digest: bytes,
+) -> BatchResult:
+    """Decide ``workloads`` on the cluster and commit the admitted ones (unless a dry run)."""
+    c.limits.check_batch(len(workloads), replicas(workloads))
+    digest = (
+        given_digest or admit_digest(workloads, order, expected_generation, now_ms)
+        if request_id and not dry_run
+        else b""
+    )
+    result = c.mutate(
+        cluster_id,
+        "admit",
+        request_id,
+        expected_generation,
+        dry_run,
+        lambda state: decide(state, workloads, order, now_ms or c.clock(), dry_run),
+        caller=caller,
+        digest=digest,
+    )
+    if c.observer is not None:
+        c.observer.observe_results("Admit", result.results)
+    return result
+
+
+def decide(
+    state: ClusterState,
+    workloads: Sequence[Workload],
+    order: Order,
+    now_ms: int,
+    dry_run: bool = False,
+) -> Callable[[int], BatchResult]:
+    """Decide a batch; ADMITTED ones are charged to the tree (no nodes).
+
+    In a dry run the last decision is not applied: nothing after it could see it, and the
+    transaction would undo it anyway (this keeps a one-workload dry run free of writes).
+    """
+    check_new_workloads(state, workloads, "workloads")
+    results: list[WorkloadResult] = []
+    last = len(workloads) - 1
+    indexes = (0,) if last == 0 else batch_order(state.tree, workloads, order, state.capacity)
+    for i in indexes:
+        w = workloads[i]
+        result = decide_admit(state.tree, state.workloads, w, state.capacity)
+        if result.decision is Decision.ADMITTED and not (dry_run and len(results) == last):
+            state.add(RunningWorkload(w, (), now_ms))
+        results.append(result)
+    return lambda generation: BatchResult(generation, tuple(results))
+
+
+def admit_digest(
+    workloads: Sequence[Workload], order: Order, expected_generation: int, now_ms: int
+) -> bytes:
+    """The digest of an Admit's arguments, when the caller gives none of its request's bytes."""
+    return request_digest(("admit", tuple(workloads), order, expected_generation, now_ms))

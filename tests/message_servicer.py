@@ -1,0 +1,79 @@
+"""Admit and Place answered as messages: the oracles the servicer's byte handlers are checked
+against (``test_place_wire_service``).
+
+The servicer registers one handler per RPC, and Admit's and Place's write their answers as
+bytes (Place also reads its request from bytes). These are the plain translations they shortcut
+— protobuf parses, ``convert`` converts, the engine decides, ``add_results`` fills a response
+message — kept here, where only tests use them.
+"""
+
+from __future__ import annotations
+
+import grpc
+from strata.policy.v1 import policy_service_pb2 as svc
+
+from strata_policy.service import convert as c
+from strata_policy.service import request_limits as limits
+from strata_policy.service.result_encoder import add_results
+from strata_policy.service.servicer import PolicyServicer, errors_to_status, idempotency
+
+
+class MessageServicer(PolicyServicer):
+    """A servicer that also answers Admit and Place through messages."""
+
+    @errors_to_status
+    def admit_message(
+        self, request: svc.AdmitRequest, context: grpc.ServicerContext
+    ) -> svc.AdmitResponse:
+        """Admit: convert the message, call the engine, fill an ``AdmitResponse``."""
+        limits.check_batch(
+            self.engine.limits, request.cluster_id, request.request_id, len(request.workloads)
+        )
+        caller, digest = idempotency(request, context)
+        batch = self.engine.admit(
+            request.cluster_id,
+            c.workloads_from_proto(request.workloads),
+            order=c.enum_from_proto(c.ORDERS, request.order, "order"),
+            dry_run=request.dry_run,
+            expected_generation=request.expected_generation,
+            request_id=request.request_id,
+            now_ms=request.now_ms,
+            caller=caller,
+            body_digest=digest,
+        )
+        response = svc.AdmitResponse(generation=batch.generation)
+        add_results(response, batch.results)
+        return response
+
+    @errors_to_status
+    def place_message(
+        self, request: svc.PlaceRequest, context: grpc.ServicerContext
+    ) -> svc.PlaceResponse:
+        """Place: the parsed message's workloads converted (no tags), the engine's results as
+        values, a ``PlaceResponse`` filled from them."""
+        limits.check_batch(
+            self.engine.limits,
+            request.cluster_id,
+            request.request_id,
+            len(request.workloads) + len(request.workload_ids),
+        )
+        caller, digest = idempotency(request, context)
+        fragmentation = request.fragmentation if request.HasField("fragmentation") else None
+        batch = self.engine.place(
+            request.cluster_id,
+            c.workloads_from_proto(request.workloads),
+            request.workload_ids[:],
+            order=c.enum_from_proto(c.ORDERS, request.order, "order"),
+            options=c.options_from_proto(
+                request.policy, request.resource_weights, request.seed, fragmentation
+            ),
+            dry_run=request.dry_run,
+            expected_generation=request.expected_generation,
+            request_id=request.request_id,
+            now_ms=request.now_ms,
+            caller=caller,
+            body_digest=digest,
+        )
+        response = svc.PlaceResponse(generation=batch.generation)
+        add_results(response, batch.results)
+        return response

@@ -1,0 +1,94 @@
+"""How many of the package's modules one Place RPC runs through (issue 16: about 20 before the
+engine/placement/encoder redesign; the goal is at most half).
+
+One 1,000-workload Place goes through the handler the server registers for Place
+(``servicer.method_handlers``: the request decoder, the servicer's ``Place``, the response
+encoder) on the batch lane, and every Python function that runs is attributed to its module
+(``sys.setprofile``; code inside numba kernels is not Python and is not seen, the kernels'
+wrappers are). The count is pinned from above so that a new hop on the hot path is a
+deliberate choice.
+
+Measured: 32 modules on main before the engine split (commit 92aae35), 32 after it (the
+engine's ``core``/``batch``/``fast_place``/``request_checks`` became ``core``/``place``/
+``fast_place``/``request_checks``/``commit``, and without a journal no ``state.changes.Change``
+is built). To tighten ``MAX_MODULES``: the placement index (issue 16 step 1) folds
+``placement.kernel_inputs``/``static_masks``/``shared_placements``/``slot_builders``,
+``state.nodes`` and ``kernels.search`` into one ``PlacementIndex``; the encoders (step 3) own
+``kernels.proto_records`` and ``service.convert``'s part; ``state.validate``/``limits`` and
+``service.request_limits`` could be one request-check module. Run this file with ``-s`` to see
+the modules and lower the bound to what it prints.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import FrameType
+from typing import Any
+
+from fake_context import Context
+from strata.policy.v1 import policy_service_pb2 as svc
+from strata.policy.v1 import types_pb2 as pb
+
+from strata_policy.engine import Engine
+from strata_policy.model import Scope, Snapshot
+from strata_policy.service.servicer import PolicyServicer, method_handlers
+from strata_policy.testing import node
+
+MAX_MODULES = 32
+BATCH = 1000
+
+
+def _request(prefix: str) -> bytes:
+    """A Place of ``BATCH`` alike single-replica workloads (the batch lane's case)."""
+    return svc.PlaceRequest(
+        cluster_id="c",
+        workloads=[
+            pb.Workload(id=f"{prefix}{i}", scope_id="a", request={"cpu": 100, "gpu": 100})
+            for i in range(BATCH)
+        ],
+        policy=pb.POLICY_MOST_ALLOCATED,
+        now_ms=1,
+    ).SerializeToString()
+
+
+def place_path_modules() -> dict[str, int]:
+    """The ``strata_policy`` modules whose functions run in one Place RPC's handler, with
+    how many calls each took (a warm-up call first, so that caches are as in a server)."""
+    engine = Engine(clock=lambda: 1)
+    nodes = tuple(node(f"n{i}", cpu=64, gpus=8) for i in range(200))
+    engine.push_snapshot("c", Snapshot(nodes, (Scope("org"), Scope("a", "org"))))
+    handler = method_handlers(PolicyServicer(engine))["Place"]
+
+    def call(raw: bytes) -> bytes:
+        request = handler.request_deserializer(raw)  # type: ignore[misc]
+        response = handler.unary_unary(request, Context())  # type: ignore[misc, arg-type]
+        return handler.response_serializer(response)  # type: ignore[misc, no-any-return]
+
+    call(_request("warm-"))
+    raw = _request("w")
+    seen: dict[str, int] = {}
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            name = frame.f_globals.get("__name__", "")
+            if name.startswith("strata_policy"):
+                seen[name] = seen.get(name, 0) + 1
+
+    sys.setprofile(profile)
+    try:
+        answer = call(raw)
+    finally:
+        sys.setprofile(None)
+    decoded = svc.PlaceResponse.FromString(answer)
+    assert len(decoded.results) == BATCH
+    assert all(r.placements for r in decoded.results)
+    return seen
+
+
+def test_one_place_rpc_crosses_a_bounded_number_of_modules() -> None:
+    """One 1,000-workload Place RPC runs code in at most ``MAX_MODULES`` package modules."""
+    modules = place_path_modules()
+    print("\n".join(f"{name} {calls}" for name, calls in sorted(modules.items())))
+    print(f"{len(modules)} modules")
+    assert "strata_policy.engine.fast_place" in modules  # the batch lane was taken
+    assert len(modules) <= MAX_MODULES, sorted(modules)
