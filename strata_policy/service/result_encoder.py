@@ -67,6 +67,7 @@ _PLACEMENT_FIELDS = FieldMap(
     model.Placement,
     same("node_id", "gpu_devices"),
 )
+_PLACEMENT_COPIED = _PLACEMENT_FIELDS.copied()  # read once: ``_placement`` runs per new value
 VALUE_WRITER_FIELDS = FieldMap(
     "result_encoder._write_results",
     pb.WorkloadResult,
@@ -391,7 +392,7 @@ def _placements_fragment(held: tuple[model.Placement, ...]) -> bytes:
 
 def _placement(p: model.Placement) -> bytes:
     """One placement's key, length and message, its fields as ``_PLACEMENT_FIELDS`` says."""
-    fields = {name: getattr(p, source) for name, source in _PLACEMENT_FIELDS.copied()}
+    fields = {name: getattr(p, source) for name, source in _PLACEMENT_COPIED}
     body = pb.Placement(**fields).SerializeToString()
     return _PLACEMENT + _varint(len(body)) + body
 
