@@ -332,31 +332,38 @@ def _lower_bound(
     feasible point, so the bound never exceeds its cost."""
     by_id = {g.id: g for g in groups}
     fixed: list[Node] = []
-    shapes: dict[tuple[str, str, tuple[tuple[str, int], ...]], int] = {}
+    shapes: dict[tuple[str, str, tuple[tuple[str, int], ...], tuple[tuple[str, str], ...]], int]
+    shapes = {}
     have: dict[str, int] = {}
     for nd in final_nodes:
         gid = nd.labels.get(GROUP_LABEL, "")
         if gid not in by_id:
             fixed.append(nd)
             continue
-        key = (gid, nd.gpu_model, tuple(sorted(nd.capacity.items())))
+        key = (
+            gid,
+            nd.gpu_model,
+            tuple(sorted(nd.capacity.items())),
+            tuple(sorted(nd.labels.items())),
+        )
         shapes[key] = shapes.get(key, 0) + 1
         have[gid] = have.get(gid, 0) + 1
     columns = [
-        bound.GroupColumn(by_id[gid].price_per_hour, dict(cap), model, 0.0, float(n), gid)
-        for (gid, model, cap), n in sorted(shapes.items())
-    ]
+        bound.GroupColumn(by_id[gid].price_per_hour, dict(cap), model, 0.0, float(n), gid,
+                          dict(labels))
+        for (gid, model, cap, labels), n in sorted(shapes.items())
+    ]  # fmt: skip
     floors: dict[str, float] = {}
     for g in groups:
         now = have.get(g.id, 0)
         ceiling = max(g.max_count, sizes[g.id], now)
+        template = g.new_node(0)
         columns.append(
             bound.GroupColumn(
-                g.price_per_hour, g.template.capacity, g.template.gpu_model, 0.0,
-                float(ceiling - now), g.id,
+                g.price_per_hour, template.capacity, template.gpu_model, 0.0,
+                float(ceiling - now), g.id, template.labels,
             )
         )  # fmt: skip
         floors[g.id] = float(min(g.min_count, sizes[g.id], now))
-    per_resource, per_models = bound.demand(held)
-    lp = bound.solve(columns, per_resource, per_models, fixed, floors)
+    lp = bound.lower_bound(columns, held, fixed, floors)
     return lp.value if lp.feasible else 0.0

@@ -62,6 +62,11 @@ class Timeline:
     cost_per_hour: list[float] = field(default_factory=list)
     bound_per_hour: list[float] = field(default_factory=list)
     pending: list[int] = field(default_factory=list)
+    provisioning_per_hour: list[float] = field(default_factory=list)
+    empty_per_hour: list[float] = field(default_factory=list)
+    idle_per_hour: list[float] = field(default_factory=list)
+    added: int = 0
+    removed: int = 0
     waits_s: list[float] = field(default_factory=list)
     evictions: int = 0
     churn: int = 0
@@ -86,6 +91,11 @@ class Summary:
     churn: int
     violations: int
     checked: int
+    provisioning: float = 0.0
+    empty: float = 0.0
+    idle: float = 0.0
+    added: int = 0
+    removed: int = 0
 
     @property
     def ratio(self) -> float:
@@ -143,6 +153,7 @@ def replay(
         for ids in due:
             out.evictions += _remove(engine, ids, waiting, now)
             out.churn += len(ids)
+            out.removed += len(ids)
         if waiting:
             queue = [w for w, _ in sorted(waiting.values(), key=lambda wa: (wa[1], wa[0].id))]
             result = engine.place(CLUSTER, queue, options=autoscaler.placement)
@@ -165,12 +176,14 @@ def replay(
                 ordered.append((now + delay_s, nd))
                 added_at[nd.id] = now
                 out.churn += 1
+                out.added += 1
         if actions.remove:
             if actions.add:
                 deferred.append((now + delay_s, list(actions.remove)))
             else:
                 out.evictions += _remove(engine, actions.remove, waiting, now)
                 out.churn += len(actions.remove)
+                out.removed += len(actions.remove)
         state = engine.store.slot(CLUSTER).require(CLUSTER)
         price = sum(
             by_id[nd.labels[GROUP_LABEL]].price_per_hour
@@ -179,6 +192,12 @@ def replay(
         demand = [rw.workload for rw in state.workloads.values()] + [w for w, _ in waiting.values()]
         out.times_h.append(now / 3600)
         out.cost_per_hour.append(price)
+        out.provisioning_per_hour.append(
+            sum(by_id[nd.labels[GROUP_LABEL]].price_per_hour for _, nd in ordered)
+        )
+        empty, idle = _idle(state.matrix, state.nodes, by_id)
+        out.empty_per_hour.append(empty)
+        out.idle_per_hour.append(idle)
         out.bound_per_hour.append(_bound(groups, demand))
         out.pending.append(len(waiting))
         if len(out.times_h) % check_every == 0:
@@ -233,14 +252,35 @@ def _uncovered(
     return out
 
 
+def _idle(
+    matrix: NodeMatrix, nodes: Sequence[Node], by_id: dict[str, NodeGroup]
+) -> tuple[float, float]:
+    """Per hour: the price of the ready nodes that hold nothing, and of the unused share of the
+    others (a node's price times one minus its busiest resource's utilisation: the part of
+    it no packing of its current work could have saved less of)."""
+    empty = idle = 0.0
+    for n, nd in enumerate(nodes):
+        g = by_id.get(nd.labels.get(GROUP_LABEL, ""))
+        if g is None:
+            continue
+        cap, alloc = matrix.capacity[n], matrix.allocated[n]
+        if not alloc.any():
+            empty += g.price_per_hour
+            continue
+        util = max(float(a) / float(c) for a, c in zip(alloc, cap, strict=True) if c > 0)
+        idle += g.price_per_hour * (1.0 - min(util, 1.0))
+    return empty, idle
+
+
 def _bound(groups: Sequence[NodeGroup], demand: list[Workload]) -> float:
-    per_resource, per_models = bound.demand(demand)
-    columns = [
-        bound.GroupColumn(g.price_per_hour, g.template.capacity, g.template.gpu_model, 0.0,
-                          float(g.max_count))
-        for g in groups
-    ]  # fmt: skip
-    lp = bound.solve(columns, per_resource, per_models)
+    columns = []
+    for g in groups:
+        template = g.new_node(0)
+        columns.append(
+            bound.GroupColumn(g.price_per_hour, template.capacity, template.gpu_model, 0.0,
+                              float(g.max_count), g.id, template.labels)
+        )  # fmt: skip
+    lp = bound.lower_bound(columns, demand)
     return lp.value if lp.feasible else 0.0
 
 
@@ -252,6 +292,8 @@ def summarise(t: Timeline, step_s: float) -> Summary:
         t.name, t.total(t.cost_per_hour, step_h), t.total(t.bound_per_hour, step_h),
         float(np.percentile(waits, 50)), float(np.percentile(waits, 99)),
         t.evictions, t.churn, t.violations, t.checked,
+        t.total(t.provisioning_per_hour, step_h), t.total(t.empty_per_hour, step_h),
+        t.total(t.idle_per_hour, step_h), t.added, t.removed,
     )  # fmt: skip
 
 
@@ -266,6 +308,23 @@ def table(rows: Sequence[Summary]) -> str:
         lines.append(
             f"| {s.name} | {s.cost:.2f} | {s.lower_bound:.2f} | {s.ratio:.3f} | {s.p50_s:.0f} "
             f"| {s.p99_s:.0f} | {s.evictions} | {s.churn} | {s.violations}/{s.checked} |"
+        )
+    return "\n".join(lines)
+
+
+def breakdown(rows: Sequence[Summary]) -> str:
+    """Where each autoscaler's cost above the bound goes (markdown): nodes ordered but not yet
+    ready, ready nodes holding nothing, the unused share of the busy ones; nodes added and
+    removed."""
+    lines = [
+        "| autoscaler | cost $ | over bound $ | provisioning $ | empty $ | idle $ | added "
+        "| removed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in rows:
+        lines.append(
+            f"| {s.name} | {s.cost:.2f} | {s.cost - s.lower_bound:.2f} | {s.provisioning:.2f} "
+            f"| {s.empty:.2f} | {s.idle:.2f} | {s.added} | {s.removed} |"
         )
     return "\n".join(lines)
 

@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
             f"\n{trace} (speedup {args.speedup:g}, step {args.step:g} s, delay {args.delay:g} s)\n"
         )
         print(autoscale.table(rows))
+        print()
+        print(autoscale.breakdown(rows))
     if args.csv:
         autoscale.write_csv(args.csv, timelines)
     if args.plot:
