@@ -11,7 +11,17 @@ group's fill only changes when a class it packed runs short, so only those fills
 
 Replicas of a workload alike in request, selector, model, spread and gang size form one class
 and are packed by count (CA's equivalence groups), so the cost is per class, not per replica.
-A spread workload puts at most one replica on each new node. The fill is an estimate: the
+A spread workload puts at most one replica on each new node.
+
+**By mix** (``PlanOptions.fill_by_mix``, what a controller that keeps a cluster over time
+uses): the group is chosen by the price per value of an empty node filled with the pending
+classes *without* their count limit, i.e. by how well its shape fits the pending mix, and
+then opened as many times as the replicas left need. A node outlives the work that caused it:
+its spare room takes the next arrivals of the same mix, and consolidation removes it when
+they do not come. A one-shot plan (the default) prices only the replicas pending now, so it
+prefers a small node that is cheap today.
+
+The fill is an estimate: the
 planner then places everything with the placement engine on the cluster plus the new nodes,
 and asks again for what that left over.
 """
@@ -56,7 +66,7 @@ def classes_of(workloads: Sequence[Workload], prices: LpResult) -> list[_Class]:
     return sorted(by_key.values(), key=lambda c: (-c.value, c.exemplar.id))
 
 
-def fill(group: NodeGroup, classes: Sequence[_Class]) -> list[int]:
+def fill(group: NodeGroup, classes: Sequence[_Class], unlimited: bool = False) -> list[int]:
     """How many replicas of each class an empty node of ``group`` holds, first fit in order."""
     template = group.template
     free = dict(template.capacity)
@@ -66,7 +76,7 @@ def fill(group: NodeGroup, classes: Sequence[_Class]) -> list[int]:
         w = c.exemplar
         if c.left <= 0 or not could_hold(template, w):
             continue
-        limit = 1 if w.spread_key else c.left
+        limit = 1 if w.spread_key else (10**6 if unlimited else c.left)
         k = min(limit, how_many(free, devices, w.request, limit))
         if k <= 0:
             continue
@@ -119,13 +129,18 @@ def estimate(
     headroom: list[int],
     workloads: Sequence[Workload],
     prices: LpResult,
+    by_mix: bool = False,
 ) -> list[Opened]:
     """New nodes to open for ``workloads`` (see the module docstring); ``headroom[g]`` is how
-    many more nodes group ``g`` may take and is decreased as nodes open."""
+    many more nodes group ``g`` may take and is decreased as nodes open. ``by_mix``: a group
+    is judged by what a node of it holds of the pending mix with no count limit (see the
+    module docstring), not by what it holds of the replicas left."""
     classes = classes_of(workloads, prices)
     fills: list[list[int] | None] = [None] * len(groups)
+    mixes: list[tuple[int, list[int]] | None] = [None] * len(groups)
     opened: list[Opened] = []
     while any(c.left > 0 for c in classes):
+        active = sum(1 for c in classes if c.left > 0)
         best: tuple[tuple[float, float, int, str], int] | None = None
         for g, group in enumerate(groups):
             if headroom[g] <= 0:
@@ -136,7 +151,13 @@ def estimate(
             n = sum(packed)
             if n == 0:
                 continue
-            value = sum(p * c.value for p, c in zip(packed, classes, strict=True))
+            counted = packed
+            if by_mix:
+                mix = mixes[g]
+                if mix is None or mix[0] != active:
+                    mix = mixes[g] = (active, fill(group, classes, unlimited=True))
+                counted = mix[1]
+            value = sum(p * c.value for p, c in zip(counted, classes, strict=True))
             ratio = group.price_per_hour / value if value > 0 else math.inf
             key = (ratio, group.price_per_hour, -n, group.id)
             if best is None or key < best[0]:

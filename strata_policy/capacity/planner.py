@@ -156,7 +156,7 @@ def _scale_up(
         if not left or not groups:
             break
         prices = _prices(groups, headroom, left)
-        opened = estimate(groups, headroom, left, prices)
+        opened = estimate(groups, headroom, left, prices, options.fill_by_mix)
         if not opened:
             break
         for o in opened:

@@ -122,6 +122,7 @@ class StrataAutoscaler:
             placement=replace(self.placement, task_mix=view.state.task_mix),
             consolidate=not view.pending,
             checks=False,
+            fill_by_mix=True,
         )
         plan = plan_capacity(view.state, groups, view.pending, options)
         out = Actions(add=[(s.node_group_id, s.count) for s in plan.scale_up])
