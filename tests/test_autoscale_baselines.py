@@ -107,7 +107,7 @@ def test_replay_smoke() -> None:
     leaves no guarantee short (the price expander does here: guaranteed replicas wait)."""
     scopes, trace = synthetic_day(7, 2)
     for scaler in (StrataAutoscaler(), ClusterAutoscaler("price"), Karpenter()):
-        t = autoscale.replay(scaler, day_catalog(("a",)), scopes, trace, step_s=300)
+        t = autoscale.replay(scaler, day_catalog(), scopes, trace, step_s=300)
         s = autoscale.summarise(t, 300)
         assert s.cost >= s.lower_bound > 0
         if scaler.name == "strata":

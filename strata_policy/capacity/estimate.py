@@ -11,7 +11,8 @@ group's fill only changes when a class it packed runs short, so only those fills
 
 Replicas of a workload alike in request, selector, model, spread and gang size form one class
 and are packed by count (CA's equivalence groups), so the cost is per class, not per replica.
-A spread workload puts at most one replica on each new node.
+A spread workload puts at most one replica on each new node; spread by another label (a
+zone), at most one replica of each of its gangs per value of the label over all new nodes.
 
 **By mix** (``PlanOptions.fill_by_mix``, what a controller that keeps a cluster over time
 uses): the group is chosen by the price per value of an empty node filled with the pending
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 
 from strata_policy.capacity.bound import LpResult, value_of
 from strata_policy.capacity.catalog import NodeGroup, could_hold
-from strata_policy.model import Workload
+from strata_policy.model import HOSTNAME_KEY, Node, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU, Resources
 
 
@@ -45,6 +46,22 @@ class _Class:
     exemplar: Workload
     value: float
     left: int
+    gangs: int = 1
+    per_value: dict[str, int] | None = None  # zone-like spread: replicas opened per label value
+
+    def allowed(self, template: Node) -> int:
+        """How many replicas one more node of ``template`` may take: 1 for a spread class
+        (0 when its label value already has one replica of every gang), else ``left``."""
+        key = self.exemplar.spread_key
+        if not key:
+            return self.left
+        if key == HOSTNAME_KEY:
+            return min(1, self.left)
+        value = template.label(key)
+        if value is None:
+            return 0
+        used = (self.per_value or {}).get(value, 0)
+        return min(1, self.left, self.gangs - used)
 
 
 def classes_of(workloads: Sequence[Workload], prices: LpResult) -> list[_Class]:
@@ -60,10 +77,16 @@ def classes_of(workloads: Sequence[Workload], prices: LpResult) -> list[_Class]:
         )
         found = by_key.get(key)
         if found is None:
-            by_key[key] = _Class(w, value_of(w, prices), w.replicas)
+            by_key[key] = _Class(w, value_of(w, prices), w.replicas, 1, {})
         else:
             found.left += w.replicas
+            found.gangs += 1
     return sorted(by_key.values(), key=lambda c: (-c.value, c.exemplar.id))
+
+
+def _by_label(c: _Class) -> bool:
+    key = c.exemplar.spread_key
+    return bool(key) and key != HOSTNAME_KEY
 
 
 def fill(group: NodeGroup, classes: Sequence[_Class], unlimited: bool = False) -> list[int]:
@@ -76,7 +99,9 @@ def fill(group: NodeGroup, classes: Sequence[_Class], unlimited: bool = False) -
         w = c.exemplar
         if c.left <= 0 or not could_hold(template, w):
             continue
-        limit = 1 if w.spread_key else (10**6 if unlimited else c.left)
+        limit = c.allowed(template)
+        if unlimited and not w.spread_key:
+            limit = 10**6
         k = min(limit, how_many(free, devices, w.request, limit))
         if k <= 0:
             continue
@@ -170,9 +195,22 @@ def estimate(
         repeat = min(
             [headroom[g]] + [c.left // p for p, c in zip(packed, classes, strict=True) if p]
         )
+        zoned = [c for p, c in zip(packed, classes, strict=True) if p and _by_label(c)]
+        value_here = {c.exemplar.spread_key: groups[g].template.label(c.exemplar.spread_key)
+                      for c in zoned}  # fmt: skip
+        for c in zoned:
+            v = value_here[c.exemplar.spread_key] or ""
+            repeat = min(repeat, c.gangs - (c.per_value or {}).get(v, 0))
         repeat = max(repeat, 1)
         for p, c in zip(packed, classes, strict=True):
             c.left -= min(c.left, p * repeat)
+        for c in zoned:
+            v = value_here[c.exemplar.spread_key] or ""
+            if c.per_value is not None:
+                c.per_value[v] = c.per_value.get(v, 0) + repeat
+        if zoned:  # another group of the same label value now takes fewer of them
+            fills = [None] * len(groups)
+            mixes = [None] * len(groups)
         headroom[g] -= repeat
         opened.append(Opened(g, repeat))
     return opened
