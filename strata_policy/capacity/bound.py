@@ -182,7 +182,8 @@ def lower_bound(
     Fixed nodes (in no group, free) count as columns of price 0 held at their number. A
     workload no column or fixed node can hold is left out (no plan holds it).
     """
-    probes, cols = _probes(columns, fixed)
+    keys = {k for w in workloads for k in w.node_selector} | {w.spread_key for w in workloads}
+    probes, cols = _probes(columns, fixed, keys)
     demands = _demands(workloads)
     usable: dict[frozenset[int], list[_Demand]] = {}
     for d in demands:
@@ -211,21 +212,26 @@ def lower_bound(
 
 
 def _probes(
-    columns: Sequence[GroupColumn], fixed: Sequence[Node]
+    columns: Sequence[GroupColumn], fixed: Sequence[Node], keys: set[str]
 ) -> tuple[list[Node], list[GroupColumn]]:
     """A node per column (for ``could_hold``) and the columns with the fixed nodes appended
-    (one per shape, price 0, count fixed)."""
+    (one per shape, price 0, count fixed; only the label ``keys`` a workload selects or
+    spreads on tell shapes apart)."""
     probes = [Node("", dict(c.capacity), dict(c.labels), False, c.gpu_model) for c in columns]
     cols = list(columns)
-    shapes: dict[tuple[object, ...], tuple[Node, int]] = {}
+    shapes: dict[
+        tuple[tuple[tuple[str, int], ...], tuple[tuple[str, str], ...], str], tuple[Node, int]
+    ]
+    shapes = {}
     for nd in fixed:
         if nd.unschedulable:
             continue
-        key = (tuple(sorted(nd.capacity.items())), tuple(sorted(nd.labels.items())), nd.gpu_model)
+        labels = tuple(sorted((k, v) for k, v in nd.labels.items() if k in keys))
+        key = (tuple(sorted(nd.capacity.items())), labels, nd.gpu_model)
         found = shapes.get(key)
         shapes[key] = (nd, found[1] + 1 if found else 1)
-    for nd, n in shapes.values():
-        probes.append(Node("", dict(nd.capacity), dict(nd.labels), False, nd.gpu_model))
+    for (_, labels, _), (nd, n) in shapes.items():
+        probes.append(Node("", dict(nd.capacity), dict(labels), False, nd.gpu_model))
         cols.append(GroupColumn(0.0, dict(nd.capacity), nd.gpu_model, float(n), float(n)))
     return probes, cols
 

@@ -327,8 +327,9 @@ def _lower_bound(
 ) -> float:
     """The LP bound over what the plan holds (see ``bound``). A group is one column per shape
     of its nodes after the plan (0 to as many as it has: a node may be bigger or smaller than
-    the template) and one of new template nodes up to its ceiling, ``max(max_count, size)``;
-    together at least its floor, ``min(min_count, size)``. The plan's own counts are a
+    the template; only the labels a held workload selects or spreads on tell shapes apart)
+    and one of new template nodes up to its ceiling, ``max(max_count, size)``; together at
+    least its floor, ``min(min_count, size)``. The plan's own counts are a
     feasible point, so the bound never exceeds its cost."""
     by_id = {g.id: g for g in groups}
     fixed: list[Node] = []
