@@ -277,8 +277,8 @@ def _uncovered(
 ) -> tuple[list[Workload], dict[str, frozenset[str]]]:
     """What waits minus what the ready nodes' free room and the nodes being provisioned will
     hold (an autoscaler's "upcoming nodes"), in order; and, for each gang left whose spread
-    is by a label other than the hostname, the values of that label the coming nodes already
-    offer one of its replicas (a zone ordered for it in an earlier loop)."""
+    is by a label other than the hostname, the values of that label where a ready or coming
+    node has room for one of its replicas (a zone ordered for it in an earlier loop)."""
     if not pending:
         return pending, {}
     m = scratch.extend(matrix, coming) if coming else matrix.copy()
@@ -289,13 +289,12 @@ def _uncovered(
         else:
             out.append(w)
     taken: dict[str, frozenset[str]] = {}
-    first_new = len(matrix)
     for w in out:
         key = w.spread_key
         if not key or key == HOSTNAME_KEY or w.replicas < 2:
             continue
         values = {
-            v for n in range(first_new, len(m))
+            v for n in range(len(m))
             if (v := m.nodes[n].label(key)) is not None and could_hold(m.nodes[n], w)
             and _fits_free(m, n, w)
         }  # fmt: skip
