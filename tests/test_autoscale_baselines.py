@@ -112,3 +112,29 @@ def test_replay_smoke() -> None:
         assert s.cost >= s.lower_bound > 0
         if scaler.name == "strata":
             assert s.violations == 0
+
+
+Z = "topology.kubernetes.io/zone"
+ZONED = [node_group(f"m-{z}", 0.2, cpu=4, memory_gi=16, labels={Z: z}) for z in "abc"]
+PG = workload("pg", "t", cpu=1, memory_gi=1, replicas=3, spread_key=Z)
+
+
+def test_ca_zone_spread_one_replica_per_option() -> None:
+    """A zone-spread gang of 3: an option of one zone's group holds one replica, on one node."""
+    assert estimate_binpacking(ZONED[0], [PG], 10) == (1, [PG])
+
+
+def test_ca_zone_spread_skips_a_taken_zone() -> None:
+    """A zone where an upcoming node has room for a replica holds none in this option; the
+    loop after orders the next zone."""
+    assert estimate_binpacking(ZONED[0], [PG], 10, {"pg": frozenset({"a"})}) == (0, [])
+    state = state_of([], [scope("t")])
+    view = View(0.0, state, [PG], ZONED, {}, {}, {"pg": frozenset({"a"})})
+    assert ClusterAutoscaler("least-waste").decide(view).add == [("m-b", 1)]
+
+
+def test_karpenter_zone_spread() -> None:
+    """Karpenter launches the gang's three claims in three zones, skipping a taken one."""
+    assert Karpenter().decide(_view([PG], ZONED)).add == [("m-a", 1), ("m-b", 1), ("m-c", 1)]
+    view = View(0.0, state_of([], [scope("t")]), [PG], ZONED, {}, {}, {"pg": frozenset({"a"})})
+    assert Karpenter().decide(view).add == [("m-b", 1), ("m-c", 1)]

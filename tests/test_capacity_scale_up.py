@@ -133,3 +133,15 @@ def test_fill_by_mix(pending: list, by_mix: bool, want: dict) -> None:  # type: 
     )
     got = plan_capacity(state_of([], [scope("t")]), [SMALL, BIG], pending, options)
     assert {s.node_group_id: s.count for s in got.scale_up} == want
+
+
+def test_zone_spread_gang_opens_one_node_per_zone() -> None:
+    """A gang of 3 spread by zone: one new node in each of three zones, never two in one."""
+    zone = "topology.kubernetes.io/zone"
+    groups = [node_group(f"m-{z}", 0.2, cpu=4, memory_gi=16, labels={zone: z}) for z in "abcd"]
+    pg = workload("pg", "t", cpu=1, memory_gi=1, replicas=3, spread_key=zone)
+    got = plan([], [scope("t")], groups, [pg, workload("pg2", "t", cpu=1, memory_gi=1,
+                                                       replicas=3, spread_key=zone)])  # fmt: skip
+    counts = {s.node_group_id: s.count for s in got.scale_up}
+    assert sorted(counts.values()) == [1, 1, 1]
+    assert set(got.placements) == {"pg", "pg2"}
