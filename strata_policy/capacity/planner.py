@@ -336,23 +336,21 @@ def _lower_bound(
     shapes: dict[tuple[str, str, tuple[tuple[str, int], ...], tuple[tuple[str, str], ...]], int]
     shapes = {}
     have: dict[str, int] = {}
+    keys = {k for w in held for k in w.node_selector} | {w.spread_key for w in held}
+    keys.discard("")
     for nd in final_nodes:
         gid = nd.labels.get(GROUP_LABEL, "")
         if gid not in by_id:
             fixed.append(nd)
             continue
-        key = (
-            gid,
-            nd.gpu_model,
-            tuple(sorted(nd.capacity.items())),
-            tuple(sorted(nd.labels.items())),
-        )
+        labels = tuple((k, v) for k, v in nd.labels.items() if k in keys) if keys else ()
+        key = (gid, nd.gpu_model, tuple(nd.capacity.items()), labels)  # unsorted: see bound
         shapes[key] = shapes.get(key, 0) + 1
         have[gid] = have.get(gid, 0) + 1
     columns = [
         bound.GroupColumn(by_id[gid].price_per_hour, dict(cap), model, 0.0, float(n), gid,
                           dict(labels))
-        for (gid, model, cap, labels), n in sorted(shapes.items())
+        for (gid, model, cap, labels), n in sorted(shapes.items(), key=repr)
     ]  # fmt: skip
     floors: dict[str, float] = {}
     for g in groups:

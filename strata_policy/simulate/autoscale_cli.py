@@ -30,6 +30,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", type=float, default=60.0, help="autoscale: decision period, s")
     p.add_argument("--hours", type=int, default=24, help="autoscale: the synthetic day's hours")
     p.add_argument(
+        "--autoscalers", default="",
+        help="autoscale: comma-separated names to run (default: all; see docs/capacity.md)",
+    )  # fmt: skip
+    p.add_argument(
         "--failures", type=int, default=0,
         help="autoscale: fail this many domains (a node, then a zone, in turn) at seeded times",
     )  # fmt: skip
@@ -65,6 +69,19 @@ def inputs(
     return openb_catalog(loaded.nodes), scopes, timed
 
 
+def _chosen(args: argparse.Namespace) -> list[autoscale.Autoscaler]:
+    """The autoscalers ``--autoscalers`` names (all when empty); an unknown name is an error."""
+    every = autoscalers()
+    if not args.autoscalers:
+        return every
+    names = [n for n in str(args.autoscalers).split(",") if n]
+    known = {a.name: a for a in every}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown autoscaler {', '.join(unknown)}: one of {', '.join(known)}")
+    return [known[n] for n in names]
+
+
 def _seed(args: argparse.Namespace) -> int:
     """The first of ``--seeds``: the synthetic day's and the failures' seed."""
     return int(str(args.seeds).split(",")[0].split("-")[0])
@@ -79,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         seed = _seed(args)
         end_s = max(((tw.departure_ms or tw.arrival_ms) for tw in timed), default=0) / 1000
         failures = schedule(seed, end_s / args.speedup, args.failures) if args.failures else []
-        for scaler in autoscalers():
+        for scaler in _chosen(args):
             t = autoscale.replay(
                 scaler, groups, scopes, timed,
                 speedup=args.speedup, step_s=args.step, delay_s=args.delay,
