@@ -2,8 +2,8 @@
 published rules (docs/capacity.md cites each rule's source).
 
 Each is ``decide(view) -> Actions``: which groups get how many new nodes, which nodes go (their
-replicas are evicted and queued again; the scheduler places them). ``view.pending`` holds only
-what the nodes being provisioned will not hold, so no autoscaler orders twice for one pod.
+replicas are evicted and queued again). ``view.pending`` holds only what the ready nodes' free
+room and the nodes being provisioned will not hold, so no autoscaler orders twice for one pod.
 
 - **cluster-autoscaler**: scale-up runs the binpacking estimator (pods in decreasing
   ``cpu/nodeCPU + mem/nodeMem`` order, first fit over the new nodes, a new node when none fits)
@@ -20,14 +20,11 @@ what the nodes being provisioned will not hold, so no autoscaler orders twice fo
   empty node; else multi-node (the largest prefix, up to 10, of the nodes sorted by price per
   disruption whose pods all place elsewhere, deleted); else single-node (the first node whose
   pods place elsewhere is deleted, or that fit one node of a cheaper type is replaced).
-- **Strata**: ``plan_capacity`` with the cluster's scheduler policy (MOST_ALLOCATED by
-  default: on the synthetic day FGD as the running scheduler spreads CPU work and costs 1.75×
-  the bound where MOST_ALLOCATED costs 1.14×); its scale-up, and (only when nothing is pending)
-  its consolidation, REMOVE and REPLACE, disruption budget 1.
+- **Strata**: ``plan_capacity`` (MOST_ALLOCATED as the scheduler: FGD as the running
+  scheduler spreads CPU work, 1.75× the bound on the day against 1.14×; ``fill_by_mix``); its
+  scale-up, and when nothing is pending its consolidation, disruption budget 1.
 
-The baselines schedule with kube-scheduler's default (LEAST_ALLOCATED) unless given another
-policy; ``simulate`` also runs them with MOST_ALLOCATED so that no figure credits the planner
-with what the scheduler did.
+The baselines schedule with LEAST_ALLOCATED (kube's default) or MOST_ALLOCATED.
 """
 
 from __future__ import annotations
