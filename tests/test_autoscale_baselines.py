@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from capacity_kit import state_of
 
+from strata_policy.model import HOSTNAME_KEY
 from strata_policy.simulate import autoscale
 from strata_policy.simulate.autoscale_catalog import day_catalog, price_of, synthetic_day
 from strata_policy.simulate.autoscalers import (
@@ -138,3 +139,14 @@ def test_karpenter_zone_spread() -> None:
     assert Karpenter().decide(_view([PG], ZONED)).add == [("m-a", 1), ("m-b", 1), ("m-c", 1)]
     view = View(0.0, state_of([], [scope("t")]), [PG], ZONED, {}, {}, {"pg": frozenset({"a"})})
     assert Karpenter().decide(view).add == [("m-b", 1), ("m-c", 1)]
+
+
+def test_upcoming_nodes_include_ready_free_room() -> None:
+    """A gang of 2 spread by hostname, one ready node with room and one node coming: covered,
+    so no autoscaler orders for it again; with nothing coming it stays pending."""
+    gang = workload("g", "t", cpu=2, memory_gi=1, replicas=2, spread_key=HOSTNAME_KEY)
+    state = state_of([group_node("ready", "small", cpu=4, memory_gi=16)], [scope("t")])
+    coming = [SMALL.new_node(0)]
+    assert autoscale._uncovered(state.matrix, [gang], coming, StrataAutoscaler().placement)[0] == []
+    left, _ = autoscale._uncovered(state.matrix, [gang], [], StrataAutoscaler().placement)
+    assert left == [gang]
