@@ -12,8 +12,11 @@ is ≤ its cost: every plan states its distance from optimal. Solved by HiGHS th
 ``scipy.optimize.linprog`` (a dual simplex: exact up to its 1e-7 feasibility tolerance); each
 row is scaled by its right-hand side so bytes and millicores weigh alike.
 
-``lp_prices`` returns the same LP's dual prices (per unit of each resource, per milli-GPU of
-each model set): the value the scale-up greedy assigns to what a node would hold.
+``solve`` is that LP; its dual prices (per unit of each resource, per milli-GPU of each model
+set) are the value the scale-up greedy assigns to what a node would hold. ``lower_bound`` is
+the bound plans and the replay state: the same LP with tighter rows that every integral plan
+still satisfies (usable sets per workload, nodes a spread gang or big replicas force; see its
+docstring), so it stays ≤ the cost of any feasible plan.
 """
 
 from __future__ import annotations
