@@ -2,7 +2,7 @@
 least cost per hour.
 
 Greedy by price per value, the classic rule for variable-sized bin packing: every replica is
-worth its request at the LP's dual prices (``bound.lp_prices``: what one unit of each resource
+worth its request at the LP's dual prices (``bound.solve``'s duals: what one unit of each resource
 costs at the fractional optimum). For every group with headroom left, an empty node of its
 template is filled first-fit-decreasing (by that value) with the replicas still to hold; the
 group whose node costs least per value held wins (ties: the cheaper node, then the one holding
