@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from capacity_kit import state_of
 
+from strata_policy.model import HOSTNAME_KEY
 from strata_policy.simulate import autoscale
 from strata_policy.simulate.autoscale_catalog import day_catalog, price_of, synthetic_day
 from strata_policy.simulate.autoscalers import (
@@ -107,8 +108,45 @@ def test_replay_smoke() -> None:
     leaves no guarantee short (the price expander does here: guaranteed replicas wait)."""
     scopes, trace = synthetic_day(7, 2)
     for scaler in (StrataAutoscaler(), ClusterAutoscaler("price"), Karpenter()):
-        t = autoscale.replay(scaler, day_catalog(("a",)), scopes, trace, step_s=300)
+        t = autoscale.replay(scaler, day_catalog(), scopes, trace, step_s=300)
         s = autoscale.summarise(t, 300)
         assert s.cost >= s.lower_bound > 0
         if scaler.name == "strata":
             assert s.violations == 0
+
+
+Z = "topology.kubernetes.io/zone"
+ZONED = [node_group(f"m-{z}", 0.2, cpu=4, memory_gi=16, labels={Z: z}) for z in "abc"]
+PG = workload("pg", "t", cpu=1, memory_gi=1, replicas=3, spread_key=Z)
+
+
+def test_ca_zone_spread_one_replica_per_option() -> None:
+    """A zone-spread gang of 3: an option of one zone's group holds one replica, on one node."""
+    assert estimate_binpacking(ZONED[0], [PG], 10) == (1, [PG])
+
+
+def test_ca_zone_spread_skips_a_taken_zone() -> None:
+    """A zone where an upcoming node has room for a replica holds none in this option; the
+    loop after orders the next zone."""
+    assert estimate_binpacking(ZONED[0], [PG], 10, {"pg": frozenset({"a"})}) == (0, [])
+    state = state_of([], [scope("t")])
+    view = View(0.0, state, [PG], ZONED, {}, {}, {"pg": frozenset({"a"})})
+    assert ClusterAutoscaler("least-waste").decide(view).add == [("m-b", 1)]
+
+
+def test_karpenter_zone_spread() -> None:
+    """Karpenter launches the gang's three claims in three zones, skipping a taken one."""
+    assert Karpenter().decide(_view([PG], ZONED)).add == [("m-a", 1), ("m-b", 1), ("m-c", 1)]
+    view = View(0.0, state_of([], [scope("t")]), [PG], ZONED, {}, {}, {"pg": frozenset({"a"})})
+    assert Karpenter().decide(view).add == [("m-b", 1), ("m-c", 1)]
+
+
+def test_upcoming_nodes_include_ready_free_room() -> None:
+    """A gang of 2 spread by hostname, one ready node with room and one node coming: covered,
+    so no autoscaler orders for it again; with nothing coming it stays pending."""
+    gang = workload("g", "t", cpu=2, memory_gi=1, replicas=2, spread_key=HOSTNAME_KEY)
+    state = state_of([group_node("ready", "small", cpu=4, memory_gi=16)], [scope("t")])
+    coming = [SMALL.new_node(0)]
+    assert autoscale._uncovered(state.matrix, [gang], coming, StrataAutoscaler().placement)[0] == []
+    left, _ = autoscale._uncovered(state.matrix, [gang], [], StrataAutoscaler().placement)
+    assert left == [gang]

@@ -30,10 +30,11 @@ def test_lower_bound(groups: list, pending: list, lower: float, cost: float) -> 
 
 
 def test_bound_counts_existing_nodes_by_their_own_shape() -> None:
-    """A group node bigger than its template holds 60 CPUs: the bound is a fraction of that
-    node (0.9375), not 15 template nodes, so it stays below the plan's cost (1.0)."""
+    """A group node bigger than its template holds 60 CPUs: only that node can (a 4-CPU
+    template cannot hold the replica), and the replica is over half of it, so the bound is
+    that whole node (1.0, the plan's cost), not 15 template nodes."""
     nodes = [group_node("big-one", "s", cpu=64, memory_gi=16)]
     run = [running(workload("w", "t", cpu=60, preemptible=False), "big-one")]
     got = plan(nodes, [scope("t")], [node_group("s", 1.0, cpu=4, memory_gi=16)], running=run)
     assert got.cost_per_hour == pytest.approx(1.0)
-    assert got.lower_bound_per_hour == pytest.approx(0.9375)
+    assert got.lower_bound_per_hour == pytest.approx(1.0)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from capacity_kit import plan
+from capacity_kit import plan, state_of
 
-from strata_policy.capacity import CapacityCheck, CheckKind
+from strata_policy.capacity import CapacityCheck, CheckKind, checks
 from strata_policy.testing import node, resources, running, scope, workload
 
 ZONE = "topology.kubernetes.io/zone"
@@ -78,3 +78,16 @@ def test_checks(nodes: list, scopes: list, run: list, want: list) -> None:  # ty
     """The plan's checks are exactly these shortfalls."""
     got = plan(nodes, scopes, [], running=run, consolidate=False)
     assert list(got.checks) == want
+
+
+def test_guarantee_names_resources_it_counts() -> None:
+    """A CPU guarantee counts its workloads' CPU only: a workload that also asks for memory
+    still runs within it, so N+1 checks the node it runs on."""
+    db = running(workload("db", "g", cpu=4, memory_gi=8, preemptible=False), "n1")
+    state = state_of(
+        [node("n1", 4, 16), node("n2", 2, 16)], [scope("g", guarantee=resources(cpu=4))], [db]
+    )
+    inside, _ = checks.within_guarantee(state.tree, [db])
+    assert inside == {"db"}
+    found = checks.n_plus_one(state.matrix, state.tree, [db])
+    assert {(c.domain, c.resource) for c in found} == {("n1", "cpu"), ("n1", "memory")}

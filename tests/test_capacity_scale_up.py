@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from capacity_kit import plan
+from capacity_kit import plan, state_of
 
+from strata_policy.capacity import PlanOptions, plan_capacity
 from strata_policy.model import ReasonCode
+from strata_policy.model.decisions import Policy
+from strata_policy.placement.place import PlacementOptions
 from strata_policy.testing import group_node, node_group, resources, running, scope, workload
 
 SMALL = node_group("small", 0.2, cpu=4, memory_gi=16)
@@ -108,3 +111,37 @@ def test_group_at_max_count_says_so() -> None:
     (u,) = got.unplaceable
     assert u.workload_id == "w1"
     assert u.reasons[0].message == "fits new nodes of small, at max_count"
+
+
+@pytest.mark.parametrize(
+    ("pending", "by_mix", "want"),
+    [
+        pytest.param(_cpus(5), False, {"small": 2},
+                     id="one-shot: 5 CPUs on two small nodes, cheapest now (0.4)"),
+        pytest.param(_cpus(5), True, {"big": 1},
+                     id="by mix: one big node (0.6), the cheaper shape per CPU once it fills"),
+        pytest.param(_cpus(16), True, {"big": 1}, id="by mix, 16 CPUs: one big node"),
+        pytest.param(_cpus(1, cpu=6), True, {"big": 1},
+                     id="by mix, a replica only the big shape holds: the big group"),
+    ],
+)  # fmt: skip
+def test_fill_by_mix(pending: list, by_mix: bool, want: dict) -> None:  # type: ignore[type-arg]
+    """``fill_by_mix`` picks the group whose shape holds the pending mix at least price per
+    value; the count still follows the replicas pending."""
+    options = PlanOptions(
+        placement=PlacementOptions(policy=Policy.MOST_ALLOCATED), fill_by_mix=by_mix
+    )
+    got = plan_capacity(state_of([], [scope("t")]), [SMALL, BIG], pending, options)
+    assert {s.node_group_id: s.count for s in got.scale_up} == want
+
+
+def test_zone_spread_gang_opens_one_node_per_zone() -> None:
+    """A gang of 3 spread by zone: one new node in each of three zones, never two in one."""
+    zone = "topology.kubernetes.io/zone"
+    groups = [node_group(f"m-{z}", 0.2, cpu=4, memory_gi=16, labels={zone: z}) for z in "abcd"]
+    pg = workload("pg", "t", cpu=1, memory_gi=1, replicas=3, spread_key=zone)
+    got = plan([], [scope("t")], groups, [pg, workload("pg2", "t", cpu=1, memory_gi=1,
+                                                       replicas=3, spread_key=zone)])  # fmt: skip
+    counts = {s.node_group_id: s.count for s in got.scale_up}
+    assert sorted(counts.values()) == [1, 1, 1]
+    assert set(got.placements) == {"pg", "pg2"}

@@ -12,18 +12,22 @@ is ≤ its cost: every plan states its distance from optimal. Solved by HiGHS th
 ``scipy.optimize.linprog`` (a dual simplex: exact up to its 1e-7 feasibility tolerance); each
 row is scaled by its right-hand side so bytes and millicores weigh alike.
 
-``lp_prices`` returns the same LP's dual prices (per unit of each resource, per milli-GPU of
-each model set): the value the scale-up greedy assigns to what a node would hold.
+``solve`` is that LP; its dual prices (per unit of each resource, per milli-GPU of each model
+set) are the value the scale-up greedy assigns to what a node would hold. ``lower_bound`` is
+the bound plans and the replay state: the same LP with tighter rows that every integral plan
+still satisfies (usable sets per workload, nodes a spread gang or big replicas force; see its
+docstring), so it stays ≤ the cost of any feasible plan.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import linprog
 
+from strata_policy.capacity.catalog import could_hold
 from strata_policy.model import Node, Workload
 from strata_policy.model.resources import GPU
 
@@ -38,6 +42,7 @@ class GroupColumn:
     lo: float
     hi: float
     group: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,3 +148,157 @@ def value_of(w: Workload, prices: LpResult) -> float:
     if gpu and models:
         total += gpu * sum(p for m, p in prices.model_prices.items() if models <= m)
     return total
+
+
+# The tight bound: the same LP with rows per usable set, and node-count rows.
+
+_SHARE_LIMITS = (1, 2, 3)  # items above 1/(m+1) of every usable node: at most m per node
+
+
+@dataclass(frozen=True, slots=True)
+class _Demand:
+    """Workloads alike (request, selector, model, spread, gang size): how many replicas."""
+
+    exemplar: Workload
+    replicas: int
+    gangs: int
+
+
+def lower_bound(
+    columns: Sequence[GroupColumn],
+    workloads: Sequence[Workload],
+    fixed: Sequence[Node] = (),
+    floors: Mapping[str, float] | None = None,
+) -> LpResult:
+    """The LP of the module docstring, made tighter and still valid for any integral plan:
+
+    - **usable sets**: a workload can only use the columns (and fixed nodes) one of its replicas
+      fits (``could_hold``: selector, GPU model, every resource, a GPU share needs a device).
+      For each distinct usable set ``A`` and resource ``r``:
+      ``Σ_{c ∈ A} cap_c[r] x_c ≥ Σ_{w: A_w ⊆ A} D_w[r]`` (a plan holds every such ``w`` inside
+      ``A``). The old rows are the case ``A`` = every column.
+    - **gangs and spread**: a gang of ``k`` replicas spread by hostname (or by a label every
+      usable column carries) needs ``k`` distinct nodes: ``Σ_{c ∈ A_w} x_c ≥ k``.
+    - **big replicas**: replicas above ``1/(m+1)`` of a resource ``r`` on every node they could
+      use go at most ``m`` to a node: ``Σ_{c ∈ A} x_c ≥ (their count) / m``, per ``r``.
+
+    Fixed nodes (in no group, free) count as columns of price 0 held at their number. A
+    workload no column or fixed node can hold is left out (no plan holds it).
+    """
+    keys = {k for w in workloads for k in w.node_selector} | {w.spread_key for w in workloads}
+    probes, cols = _probes(columns, fixed, keys)
+    demands = _demands(workloads)
+    usable: dict[frozenset[int], list[_Demand]] = {}
+    for d in demands:
+        a = frozenset(i for i, p in enumerate(probes) if could_hold(p, d.exemplar))
+        if a:
+            usable.setdefault(a, []).append(d)
+    sets = sorted(usable, key=lambda a: (len(a), sorted(a)))
+    rows: list[tuple[list[float], float]] = []
+    for a in sets:
+        inside = [d for b in sets if b <= a for d in usable[b]]
+        need: dict[str, int] = {}
+        for d in inside:
+            for r, amount in d.exemplar.request.items():
+                need[r] = need.get(r, 0) + amount * d.replicas
+        for r in sorted(need):
+            if need[r] > 0:
+                rows.append(([float(c.capacity.get(r, 0)) if i in a else 0.0
+                              for i, c in enumerate(cols)], float(need[r])))  # fmt: skip
+        nodes = _nodes_needed(a, inside, usable, probes)
+        if nodes > 0:
+            rows.append(([1.0 if i in a else 0.0 for i in range(len(cols))], nodes))
+    for g, floor in sorted((floors or {}).items()):
+        if floor > 0:
+            rows.append(([1.0 if c.group == g else 0.0 for c in cols], floor))
+    return _solve_rows(cols, rows)
+
+
+def _probes(
+    columns: Sequence[GroupColumn], fixed: Sequence[Node], keys: set[str]
+) -> tuple[list[Node], list[GroupColumn]]:
+    """A node per column (for ``could_hold``) and the columns with the fixed nodes appended
+    (one per shape, price 0, count fixed; only the label ``keys`` a workload selects or
+    spreads on tell shapes apart)."""
+    probes = [Node("", dict(c.capacity), dict(c.labels), False, c.gpu_model) for c in columns]
+    cols = list(columns)
+    shapes: dict[
+        tuple[tuple[tuple[str, int], ...], tuple[tuple[str, str], ...], str], tuple[Node, int]
+    ]
+    shapes = {}
+    for nd in fixed:
+        if nd.unschedulable:
+            continue
+        labels = tuple(sorted((k, v) for k, v in nd.labels.items() if k in keys))
+        key = (tuple(sorted(nd.capacity.items())), labels, nd.gpu_model)
+        found = shapes.get(key)
+        shapes[key] = (nd, found[1] + 1 if found else 1)
+    for (_, labels, _), (nd, n) in shapes.items():
+        probes.append(Node("", dict(nd.capacity), dict(labels), False, nd.gpu_model))
+        cols.append(GroupColumn(0.0, dict(nd.capacity), nd.gpu_model, float(n), float(n)))
+    return probes, cols
+
+
+def _demands(workloads: Sequence[Workload]) -> list[_Demand]:
+    """Workloads alike as one demand. Keys are unsorted item tuples (fast on 10⁴ workloads):
+    two keys for one shape only split a demand, which leaves every row the same."""
+    by_key: dict[tuple[object, ...], _Demand] = {}
+    for w in workloads:
+        spread = w.spread_key
+        key = (
+            tuple(w.request.items()), tuple(w.node_selector.items()) if w.node_selector else (),
+            w.gpu_model, spread, w.replicas if spread else 1,
+        )  # fmt: skip
+        found = by_key.get(key)
+        if found is None:
+            by_key[key] = _Demand(w, w.replicas, 1)
+        else:
+            by_key[key] = _Demand(found.exemplar, found.replicas + w.replicas, found.gangs + 1)
+    return [by_key[k] for k in sorted(by_key, key=repr)]
+
+
+def _nodes_needed(
+    a: frozenset[int],
+    inside: Sequence[_Demand],
+    usable: Mapping[frozenset[int], Sequence[_Demand]],
+    probes: Sequence[Node],
+) -> float:
+    """The most nodes of ``a`` that the gangs and the big replicas inside it force."""
+    best = 0.0
+    own = {id(d): b for b, ds in usable.items() for d in ds}
+    for d in inside:
+        w = d.exemplar
+        if w.spread_key and w.replicas > 1:
+            b = own[id(d)]
+            if all(probes[i].label(w.spread_key) is not None for i in b):
+                best = max(best, float(w.replicas))
+    resources = sorted({r for d in inside for r in d.exemplar.request})
+    for r in resources:
+        shares = [(d.replicas, _share(d.exemplar, r, own[id(d)], probes)) for d in inside]
+        for m in _SHARE_LIMITS:
+            big = sum(k for k, share in shares if share > 1 / (m + 1))
+            best = max(best, big / m)
+    return best
+
+
+def _share(w: Workload, r: str, usable: frozenset[int], probes: Sequence[Node]) -> float:
+    """The least, over the nodes ``w`` could use, of its share of resource ``r`` there."""
+    amount = w.request.get(r, 0)
+    if amount <= 0:
+        return 0.0
+    return min(amount / probes[i].capacity[r] for i in usable)
+
+
+def _solve_rows(cols: Sequence[GroupColumn], rows: Sequence[tuple[list[float], float]]) -> LpResult:
+    """``min Σ price·x`` over ``rows`` (``coeffs·x ≥ rhs``, each scaled by its rhs)."""
+    if not cols:
+        return LpResult(0.0, not rows, {}, {})
+    if not rows:
+        return LpResult(sum(c.price * c.lo for c in cols), True, {}, {})
+    a_ub = -np.array([[v / rhs for v in coeffs] for coeffs, rhs in rows], dtype=np.float64)
+    b_ub = -np.ones(len(rows), dtype=np.float64)
+    cost = np.array([c.price for c in cols], dtype=np.float64)
+    res = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=[(c.lo, c.hi) for c in cols], method="highs")
+    if res.status != 0:
+        return LpResult(0.0, False, {}, {})
+    return LpResult(float(res.fun), True, {}, {})

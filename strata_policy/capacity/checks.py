@@ -6,7 +6,8 @@ guarantee ``G`` is positive on some resource and no child's is (the deepest guar
 on its branch; a parent's ``G`` is its children's unless it sets more, so backing the holders
 backs it). A workload belongs to the nearest holder on its path, if any. A holder's running
 replicas are taken in priority order (higher first, then admitted first, then id) while the
-sum stays within its ``G`` on every resource: those run *within the guarantee*; the rest, and
+sum stays within its ``G`` on every resource ``G`` names (a guarantee of CPU says nothing of
+the memory its workloads also ask for): those run *within the guarantee*; the rest, and
 every replica of a workload with no holder, is *borrowed*.
 
 **GUARANTEE_BACKED** (a packing, not a sum): on the schedulable nodes, with every preemptible
@@ -78,7 +79,7 @@ def within_guarantee(
         total: dict[str, int] = {}
         for rw in rws:
             q = rw.workload.total
-            if all(total.get(r, 0) + a <= g[h].get(r, 0) for r, a in q.items() if a):
+            if all(total.get(r, 0) + a <= g[h][r] for r, a in q.items() if a and r in g[h]):
                 inside.add(rw.workload.id)
                 for r, a in q.items():
                     total[r] = total.get(r, 0) + a

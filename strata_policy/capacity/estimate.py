@@ -2,7 +2,7 @@
 least cost per hour.
 
 Greedy by price per value, the classic rule for variable-sized bin packing: every replica is
-worth its request at the LP's dual prices (``bound.lp_prices``: what one unit of each resource
+worth its request at the LP's dual prices (``bound.solve``'s duals: what one unit of each resource
 costs at the fractional optimum). For every group with headroom left, an empty node of its
 template is filled first-fit-decreasing (by that value) with the replicas still to hold; the
 group whose node costs least per value held wins (ties: the cheaper node, then the one holding
@@ -11,7 +11,18 @@ group's fill only changes when a class it packed runs short, so only those fills
 
 Replicas of a workload alike in request, selector, model, spread and gang size form one class
 and are packed by count (CA's equivalence groups), so the cost is per class, not per replica.
-A spread workload puts at most one replica on each new node. The fill is an estimate: the
+A spread workload puts at most one replica on each new node; spread by another label (a
+zone), at most one replica of each of its gangs per value of the label over all new nodes.
+
+**By mix** (``PlanOptions.fill_by_mix``, what a controller that keeps a cluster over time
+uses): the group is chosen by the price per value of an empty node filled with the pending
+classes *without* their count limit, i.e. by how well its shape fits the pending mix, and
+then opened as many times as the replicas left need. A node outlives the work that caused it:
+its spare room takes the next arrivals of the same mix, and consolidation removes it when
+they do not come. A one-shot plan (the default) prices only the replicas pending now, so it
+prefers a small node that is cheap today.
+
+The fill is an estimate: the
 planner then places everything with the placement engine on the cluster plus the new nodes,
 and asks again for what that left over.
 """
@@ -24,7 +35,7 @@ from dataclasses import dataclass
 
 from strata_policy.capacity.bound import LpResult, value_of
 from strata_policy.capacity.catalog import NodeGroup, could_hold
-from strata_policy.model import Workload
+from strata_policy.model import HOSTNAME_KEY, Node, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU, Resources
 
 
@@ -35,6 +46,22 @@ class _Class:
     exemplar: Workload
     value: float
     left: int
+    gangs: int = 1
+    per_value: dict[str, int] | None = None  # zone-like spread: replicas opened per label value
+
+    def allowed(self, template: Node) -> int:
+        """How many replicas one more node of ``template`` may take: 1 for a spread class
+        (0 when its label value already has one replica of every gang), else ``left``."""
+        key = self.exemplar.spread_key
+        if not key:
+            return self.left
+        if key == HOSTNAME_KEY:
+            return min(1, self.left)
+        value = template.label(key)
+        if value is None:
+            return 0
+        used = (self.per_value or {}).get(value, 0)
+        return min(1, self.left, self.gangs - used)
 
 
 def classes_of(workloads: Sequence[Workload], prices: LpResult) -> list[_Class]:
@@ -50,13 +77,19 @@ def classes_of(workloads: Sequence[Workload], prices: LpResult) -> list[_Class]:
         )
         found = by_key.get(key)
         if found is None:
-            by_key[key] = _Class(w, value_of(w, prices), w.replicas)
+            by_key[key] = _Class(w, value_of(w, prices), w.replicas, 1, {})
         else:
             found.left += w.replicas
+            found.gangs += 1
     return sorted(by_key.values(), key=lambda c: (-c.value, c.exemplar.id))
 
 
-def fill(group: NodeGroup, classes: Sequence[_Class]) -> list[int]:
+def _by_label(c: _Class) -> bool:
+    key = c.exemplar.spread_key
+    return bool(key) and key != HOSTNAME_KEY
+
+
+def fill(group: NodeGroup, classes: Sequence[_Class], unlimited: bool = False) -> list[int]:
     """How many replicas of each class an empty node of ``group`` holds, first fit in order."""
     template = group.template
     free = dict(template.capacity)
@@ -66,7 +99,9 @@ def fill(group: NodeGroup, classes: Sequence[_Class]) -> list[int]:
         w = c.exemplar
         if c.left <= 0 or not could_hold(template, w):
             continue
-        limit = 1 if w.spread_key else c.left
+        limit = c.allowed(template)
+        if unlimited and not w.spread_key:
+            limit = 10**6
         k = min(limit, how_many(free, devices, w.request, limit))
         if k <= 0:
             continue
@@ -119,13 +154,18 @@ def estimate(
     headroom: list[int],
     workloads: Sequence[Workload],
     prices: LpResult,
+    by_mix: bool = False,
 ) -> list[Opened]:
     """New nodes to open for ``workloads`` (see the module docstring); ``headroom[g]`` is how
-    many more nodes group ``g`` may take and is decreased as nodes open."""
+    many more nodes group ``g`` may take and is decreased as nodes open. ``by_mix``: a group
+    is judged by what a node of it holds of the pending mix with no count limit (see the
+    module docstring), not by what it holds of the replicas left."""
     classes = classes_of(workloads, prices)
     fills: list[list[int] | None] = [None] * len(groups)
+    mixes: list[tuple[int, list[int]] | None] = [None] * len(groups)
     opened: list[Opened] = []
     while any(c.left > 0 for c in classes):
+        active = sum(1 for c in classes if c.left > 0)
         best: tuple[tuple[float, float, int, str], int] | None = None
         for g, group in enumerate(groups):
             if headroom[g] <= 0:
@@ -136,7 +176,13 @@ def estimate(
             n = sum(packed)
             if n == 0:
                 continue
-            value = sum(p * c.value for p, c in zip(packed, classes, strict=True))
+            counted = packed
+            if by_mix:
+                mix = mixes[g]
+                if mix is None or mix[0] != active:
+                    mix = mixes[g] = (active, fill(group, classes, unlimited=True))
+                counted = mix[1]
+            value = sum(p * c.value for p, c in zip(counted, classes, strict=True))
             ratio = group.price_per_hour / value if value > 0 else math.inf
             key = (ratio, group.price_per_hour, -n, group.id)
             if best is None or key < best[0]:
@@ -149,9 +195,22 @@ def estimate(
         repeat = min(
             [headroom[g]] + [c.left // p for p, c in zip(packed, classes, strict=True) if p]
         )
+        zoned = [c for p, c in zip(packed, classes, strict=True) if p and _by_label(c)]
+        value_here = {c.exemplar.spread_key: groups[g].template.label(c.exemplar.spread_key)
+                      for c in zoned}  # fmt: skip
+        for c in zoned:
+            v = value_here[c.exemplar.spread_key] or ""
+            repeat = min(repeat, c.gangs - (c.per_value or {}).get(v, 0))
         repeat = max(repeat, 1)
         for p, c in zip(packed, classes, strict=True):
             c.left -= min(c.left, p * repeat)
+        for c in zoned:
+            v = value_here[c.exemplar.spread_key] or ""
+            if c.per_value is not None:
+                c.per_value[v] = c.per_value.get(v, 0) + repeat
+        if zoned:  # another group of the same label value now takes fewer of them
+            fills = [None] * len(groups)
+            mixes = [None] * len(groups)
         headroom[g] -= repeat
         opened.append(Opened(g, repeat))
     return opened

@@ -103,6 +103,10 @@ class CapacityPlan:
 class PlanOptions:
     """How to plan: the placement options (policy and FGD mix) every placement uses, the
     disruption budget (0 = ``DEFAULT_DISRUPTION_BUDGET``), and what to compute.
+    ``fill_by_mix`` chooses new nodes' groups by how well their shape holds the pending mix
+    rather than by what is cheapest for the replicas pending now (``estimate``); off for a
+    one-shot plan (least cost per hour now, DESIGN §8), on for a controller that keeps a
+    cluster over time (the replay's Strata autoscaler).
 
     The default policy is FRAGMENTATION_AWARE: a packing policy (MOST_ALLOCATED) puts CPU-only
     work on a new GPU node's spare CPU and strands its GPUs (on the ``make bench`` case it
@@ -118,6 +122,7 @@ class PlanOptions:
     """Consolidation tries at most this many candidates, in its order. Karpenter bounds its
     search by time (1 min multi-node, 3 min single-node); a bound in count keeps the plan
     deterministic and its cost independent of the cluster's size."""
+    fill_by_mix: bool = False
 
     @property
     def budget(self) -> int:

@@ -156,7 +156,7 @@ def _scale_up(
         if not left or not groups:
             break
         prices = _prices(groups, headroom, left)
-        opened = estimate(groups, headroom, left, prices)
+        opened = estimate(groups, headroom, left, prices, options.fill_by_mix)
         if not opened:
             break
         for o in opened:
@@ -327,36 +327,42 @@ def _lower_bound(
 ) -> float:
     """The LP bound over what the plan holds (see ``bound``). A group is one column per shape
     of its nodes after the plan (0 to as many as it has: a node may be bigger or smaller than
-    the template) and one of new template nodes up to its ceiling, ``max(max_count, size)``;
-    together at least its floor, ``min(min_count, size)``. The plan's own counts are a
+    the template; only the labels a held workload selects or spreads on tell shapes apart)
+    and one of new template nodes up to its ceiling, ``max(max_count, size)``; together at
+    least its floor, ``min(min_count, size)``. The plan's own counts are a
     feasible point, so the bound never exceeds its cost."""
     by_id = {g.id: g for g in groups}
     fixed: list[Node] = []
-    shapes: dict[tuple[str, str, tuple[tuple[str, int], ...]], int] = {}
+    shapes: dict[tuple[str, str, tuple[tuple[str, int], ...], tuple[tuple[str, str], ...]], int]
+    shapes = {}
     have: dict[str, int] = {}
+    keys = {k for w in held for k in w.node_selector} | {w.spread_key for w in held}
+    keys.discard("")
     for nd in final_nodes:
         gid = nd.labels.get(GROUP_LABEL, "")
         if gid not in by_id:
             fixed.append(nd)
             continue
-        key = (gid, nd.gpu_model, tuple(sorted(nd.capacity.items())))
+        labels = tuple((k, v) for k, v in nd.labels.items() if k in keys) if keys else ()
+        key = (gid, nd.gpu_model, tuple(nd.capacity.items()), labels)  # unsorted: see bound
         shapes[key] = shapes.get(key, 0) + 1
         have[gid] = have.get(gid, 0) + 1
     columns = [
-        bound.GroupColumn(by_id[gid].price_per_hour, dict(cap), model, 0.0, float(n), gid)
-        for (gid, model, cap), n in sorted(shapes.items())
-    ]
+        bound.GroupColumn(by_id[gid].price_per_hour, dict(cap), model, 0.0, float(n), gid,
+                          dict(labels))
+        for (gid, model, cap, labels), n in sorted(shapes.items(), key=repr)
+    ]  # fmt: skip
     floors: dict[str, float] = {}
     for g in groups:
         now = have.get(g.id, 0)
         ceiling = max(g.max_count, sizes[g.id], now)
+        template = g.new_node(0)
         columns.append(
             bound.GroupColumn(
-                g.price_per_hour, g.template.capacity, g.template.gpu_model, 0.0,
-                float(ceiling - now), g.id,
+                g.price_per_hour, template.capacity, template.gpu_model, 0.0,
+                float(ceiling - now), g.id, template.labels,
             )
         )  # fmt: skip
         floors[g.id] = float(min(g.min_count, sizes[g.id], now))
-    per_resource, per_models = bound.demand(held)
-    lp = bound.solve(columns, per_resource, per_models, fixed, floors)
+    lp = bound.lower_bound(columns, held, fixed, floors)
     return lp.value if lp.feasible else 0.0

@@ -4,9 +4,10 @@ The replay runs on the engine (``Engine``: push, place, release, update), in ste
 ``step_s`` seconds of simulated time. Each step: workloads whose time is up are released;
 ordered nodes whose provisioning delay has passed join the cluster; what waits is placed
 (arrival order, the autoscaler's scheduler policy); then the autoscaler decides, seeing what
-still waits minus what the nodes being provisioned will hold. New nodes cost from the moment
-they are ordered; a node being replaced goes only once its replacement is ready; a removed
-node's replicas are evicted and wait again.
+still waits minus what the ready nodes' free room and the nodes being provisioned will hold
+together (an autoscaler's "upcoming nodes"). New nodes cost from the moment they are ordered;
+a node being replaced goes only once its replacement is ready; a removed node's replicas are
+evicted and wait again.
 
 Figures per autoscaler: total cost; cost over the LP lower bound (``capacity.bound`` over the
 demand of every step, no count limits, integrated like the cost); pending time p50/p99 (arrival
@@ -17,19 +18,21 @@ removed); guarantee violations (steps, sampled every ``check_every`` steps, wher
 
 from __future__ import annotations
 
-import csv
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from strata_policy.capacity import NodeGroup, bound, checks
-from strata_policy.capacity.catalog import GROUP_LABEL
+from strata_policy.capacity import NodeGroup, bound, checks, scratch
+from strata_policy.capacity.catalog import GROUP_LABEL, could_hold
 from strata_policy.engine import Engine
-from strata_policy.model import Node, Scope, Snapshot, Workload
+from strata_policy.model import HOSTNAME_KEY, Node, Scope, Snapshot, Workload
+from strata_policy.model.resources import GPU, MILLI_PER_GPU
 from strata_policy.placement.place import PlacementOptions, place_batch
+from strata_policy.simulate import autoscale_failures as failures_
+from strata_policy.simulate.autoscale_failures import Failure
 from strata_policy.simulate.autoscalers import Actions, View
 from strata_policy.simulate.trace import TimedWorkload
 from strata_policy.state.changes import Delta
@@ -62,6 +65,12 @@ class Timeline:
     cost_per_hour: list[float] = field(default_factory=list)
     bound_per_hour: list[float] = field(default_factory=list)
     pending: list[int] = field(default_factory=list)
+    provisioning_per_hour: list[float] = field(default_factory=list)
+    empty_per_hour: list[float] = field(default_factory=list)
+    idle_per_hour: list[float] = field(default_factory=list)
+    added: int = 0
+    removed: int = 0
+    failures: list[Failure] = field(default_factory=list)
     waits_s: list[float] = field(default_factory=list)
     evictions: int = 0
     churn: int = 0
@@ -86,6 +95,15 @@ class Summary:
     churn: int
     violations: int
     checked: int
+    provisioning: float = 0.0
+    empty: float = 0.0
+    idle: float = 0.0
+    added: int = 0
+    removed: int = 0
+    failures: int = 0
+    short: int = 0
+    missed: int = 0
+    false_alarms: int = 0
 
     @property
     def ratio(self) -> float:
@@ -103,8 +121,11 @@ def replay(
     step_s: float = 60.0,
     delay_s: float = 120.0,
     check_every: int = 10,
+    failures: Sequence[tuple[float, str]] = (),
+    seed: int = 0,
 ) -> Timeline:
-    """Replay ``trace`` (its times divided by ``speedup``) under ``autoscaler``."""
+    """Replay ``trace`` (its times divided by ``speedup``) under ``autoscaler``; at each
+    ``(time_s, kind)`` of ``failures`` a node or a zone fails (``autoscale_failures``)."""
     engine = Engine(clock=lambda: 0)
     engine.push_snapshot(CLUSTER, _snapshot(scopes))
     by_id = {g.id: g for g in groups}
@@ -117,6 +138,8 @@ def replay(
     deferred: list[tuple[float, list[str]]] = []
     added_at: dict[str, float] = {}
     serial = 0
+    due_failures = sorted(failures)
+    rng = random.Random(seed)
     i, now = 0, 0.0
     while now <= end_s + step_s or waiting:
         if now > end_s + 48 * 3600:
@@ -143,6 +166,7 @@ def replay(
         for ids in due:
             out.evictions += _remove(engine, ids, waiting, now)
             out.churn += len(ids)
+            out.removed += len(ids)
         if waiting:
             queue = [w for w, _ in sorted(waiting.values(), key=lambda wa: (wa[1], wa[0].id))]
             result = engine.place(CLUSTER, queue, options=autoscaler.placement)
@@ -155,8 +179,10 @@ def replay(
         for _, nd in ordered:
             gid = nd.labels[GROUP_LABEL]
             provisioning[gid] = provisioning.get(gid, 0) + 1
-        uncovered = _uncovered(pending, [nd for _, nd in ordered], autoscaler.placement)
-        view = View(now, state, uncovered, groups, provisioning, added_at)
+        uncovered, taken = _uncovered(
+            state.matrix, pending, [nd for _, nd in ordered], autoscaler.placement
+        )
+        view = View(now, state, uncovered, groups, provisioning, added_at, taken)
         actions = autoscaler.decide(view)
         for gid, count in actions.add:
             for _ in range(count):
@@ -165,12 +191,20 @@ def replay(
                 ordered.append((now + delay_s, nd))
                 added_at[nd.id] = now
                 out.churn += 1
+                out.added += 1
         if actions.remove:
             if actions.add:
                 deferred.append((now + delay_s, list(actions.remove)))
             else:
                 out.evictions += _remove(engine, actions.remove, waiting, now)
                 out.churn += len(actions.remove)
+                out.removed += len(actions.remove)
+        while due_failures and due_failures[0][0] <= now:
+            _, kind = due_failures.pop(0)
+            failed = _fail(engine, kind, rng, autoscaler.placement, now)
+            if failed is not None:
+                out.failures.append(failed)
+                out.evictions += _remove(engine, failed.node_ids, waiting, now)
         state = engine.store.slot(CLUSTER).require(CLUSTER)
         price = sum(
             by_id[nd.labels[GROUP_LABEL]].price_per_hour
@@ -179,6 +213,12 @@ def replay(
         demand = [rw.workload for rw in state.workloads.values()] + [w for w, _ in waiting.values()]
         out.times_h.append(now / 3600)
         out.cost_per_hour.append(price)
+        out.provisioning_per_hour.append(
+            sum(by_id[nd.labels[GROUP_LABEL]].price_per_hour for _, nd in ordered)
+        )
+        empty, idle = _idle(state.matrix, state.nodes, by_id)
+        out.empty_per_hour.append(empty)
+        out.idle_per_hour.append(idle)
         out.bound_per_hour.append(_bound(groups, demand))
         out.pending.append(len(waiting))
         if len(out.times_h) % check_every == 0:
@@ -189,6 +229,22 @@ def replay(
         now += step_s
     out.waits_s.extend(end_s - a for _, a in waiting.values())
     return out
+
+
+def _fail(
+    engine: Engine, kind: str, rng: random.Random, options: PlacementOptions, now: float
+) -> Failure | None:
+    """Pick the domain, take the N+1 check, re-place for real (``autoscale_failures``)."""
+    state = engine.store.slot(CLUSTER).require(CLUSTER)
+    chosen = failures_.choose(state, kind, rng)
+    if chosen is None:
+        return None
+    domain, node_ids = chosen
+    _, snap = engine.snapshot(CLUSTER)
+    return Failure(
+        now, domain, node_ids, failures_.predicted(state, domain),
+        failures_.actual(snap, state, node_ids, options),
+    )  # fmt: skip
 
 
 def _t(ms: int, speedup: float) -> float:
@@ -217,30 +273,73 @@ def _remove(
 
 
 def _uncovered(
-    pending: list[Workload], coming: list[Node], options: PlacementOptions
-) -> list[Workload]:
-    """What waits minus what the nodes being provisioned will hold."""
-    if not pending or not coming:
-        return pending
-    m = NodeMatrix.from_nodes(coming)
+    matrix: NodeMatrix, pending: list[Workload], coming: list[Node], options: PlacementOptions
+) -> tuple[list[Workload], dict[str, frozenset[str]]]:
+    """What waits minus what the ready nodes' free room and the nodes being provisioned will
+    hold (an autoscaler's "upcoming nodes"), in order; and, for each gang left whose spread
+    is by a label other than the hostname, the values of that label where a ready or coming
+    node has room for one of its replicas (a zone ordered for it in an earlier loop)."""
+    if not pending:
+        return pending, {}
+    m = scratch.extend(matrix, coming) if coming else matrix.copy()
     out = []
-    for w, o in zip(pending, place_batch(m, pending, PlacementOptions()), strict=True):
+    for w, o in zip(pending, place_batch(m, pending, options), strict=True):
         if o.placed:
-            for p in o.placements:
-                m.allocate(m.index[p.node_id], w.request, p.gpu_devices)
+            scratch.allocate(m, w.request, o.placements)
         else:
             out.append(w)
-    return out
+    taken: dict[str, frozenset[str]] = {}
+    for w in out:
+        key = w.spread_key
+        if not key or key == HOSTNAME_KEY or w.replicas < 2:
+            continue
+        values = {
+            v for n in range(len(m))
+            if (v := m.nodes[n].label(key)) is not None and could_hold(m.nodes[n], w)
+            and _fits_free(m, n, w)
+        }  # fmt: skip
+        if values:
+            taken[w.id] = frozenset(values)
+    return out, taken
+
+
+def _fits_free(m: NodeMatrix, n: int, w: Workload) -> bool:
+    free = m.free_of(n)
+    return all(free.get(r, 0) >= a for r, a in w.request.items() if r != GPU) and (
+        w.request.get(GPU, 0) == 0
+        or int(m.gpu_free[n].max(initial=0)) >= min(w.request.get(GPU, 0), MILLI_PER_GPU)
+    )
+
+
+def _idle(
+    matrix: NodeMatrix, nodes: Sequence[Node], by_id: dict[str, NodeGroup]
+) -> tuple[float, float]:
+    """Per hour: the price of the ready nodes that hold nothing, and of the unused share of the
+    others (a node's price times one minus its busiest resource's utilisation: the part of
+    it no packing of its current work could have saved less of)."""
+    empty = idle = 0.0
+    for n, nd in enumerate(nodes):
+        g = by_id.get(nd.labels.get(GROUP_LABEL, ""))
+        if g is None:
+            continue
+        cap, alloc = matrix.capacity[n], matrix.allocated[n]
+        if not alloc.any():
+            empty += g.price_per_hour
+            continue
+        util = max(float(a) / float(c) for a, c in zip(alloc, cap, strict=True) if c > 0)
+        idle += g.price_per_hour * (1.0 - min(util, 1.0))
+    return empty, idle
 
 
 def _bound(groups: Sequence[NodeGroup], demand: list[Workload]) -> float:
-    per_resource, per_models = bound.demand(demand)
-    columns = [
-        bound.GroupColumn(g.price_per_hour, g.template.capacity, g.template.gpu_model, 0.0,
-                          float(g.max_count))
-        for g in groups
-    ]  # fmt: skip
-    lp = bound.solve(columns, per_resource, per_models)
+    columns = []
+    for g in groups:
+        template = g.new_node(0)
+        columns.append(
+            bound.GroupColumn(g.price_per_hour, template.capacity, template.gpu_model, 0.0,
+                              float(g.max_count), g.id, template.labels)
+        )  # fmt: skip
+    lp = bound.lower_bound(columns, demand)
     return lp.value if lp.feasible else 0.0
 
 
@@ -252,51 +351,8 @@ def summarise(t: Timeline, step_s: float) -> Summary:
         t.name, t.total(t.cost_per_hour, step_h), t.total(t.bound_per_hour, step_h),
         float(np.percentile(waits, 50)), float(np.percentile(waits, 99)),
         t.evictions, t.churn, t.violations, t.checked,
+        t.total(t.provisioning_per_hour, step_h), t.total(t.empty_per_hour, step_h),
+        t.total(t.idle_per_hour, step_h), t.added, t.removed, len(t.failures),
+        sum(1 for f in t.failures if f.actual), sum(1 for f in t.failures if f.missed),
+        sum(1 for f in t.failures if f.false_alarm),
     )  # fmt: skip
-
-
-def table(rows: Sequence[Summary]) -> str:
-    """The figures side by side (markdown)."""
-    lines = [
-        "| autoscaler | cost $ | lower bound $ | cost / bound | pending p50 s | pending p99 s "
-        "| evictions | node churn | guarantee violations |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for s in rows:
-        lines.append(
-            f"| {s.name} | {s.cost:.2f} | {s.lower_bound:.2f} | {s.ratio:.3f} | {s.p50_s:.0f} "
-            f"| {s.p99_s:.0f} | {s.evictions} | {s.churn} | {s.violations}/{s.checked} |"
-        )
-    return "\n".join(lines)
-
-
-def write_csv(path: Path, timelines: Sequence[Timeline]) -> None:
-    """Per step: autoscaler, hour, cost per hour, bound per hour, pending workloads."""
-    with path.open("w", newline="") as f:
-        out = csv.writer(f)
-        out.writerow(["autoscaler", "hour", "cost_per_hour", "bound_per_hour", "pending"])
-        for t in timelines:
-            for row in zip(t.times_h, t.cost_per_hour, t.bound_per_hour, t.pending, strict=True):
-                out.writerow([t.name, f"{row[0]:.4f}", f"{row[1]:.4f}", f"{row[2]:.4f}", row[3]])
-
-
-def plot(path: Path, timelines: Sequence[Timeline]) -> None:
-    """Cost per hour and pending workloads over time, one line per autoscaler."""
-    import matplotlib  # noqa: PLC0415  # optional dependency (the sim extra)
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
-    for t in timelines:
-        top.plot(t.times_h, t.cost_per_hour, label=t.name)
-        bottom.plot(t.times_h, t.pending, label=t.name)
-    if timelines:
-        top.plot(timelines[0].times_h, timelines[0].bound_per_hour, "k--", label="LP bound")
-    top.set_ylabel("$ / hour")
-    bottom.set_ylabel("pending workloads")
-    bottom.set_xlabel("simulated hours")
-    top.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)

@@ -83,7 +83,7 @@ def day_catalog(zones: Sequence[str] = ("a", "b", "c")) -> list[NodeGroup]:
 
 
 def synthetic_day(seed: int = 42, hours: int = 24) -> tuple[list[Scope], list[TimedWorkload]]:
-    """A seeded day: managed PostgreSQL (HA clusters of 3 replicas on distinct nodes, not
+    """A seeded day: managed PostgreSQL (HA clusters of 3 replicas in distinct zones, not
     preemptible, steady, a few created and deleted over the day) in scope ``db`` (guaranteed
     what its steady clusters need) and inference (replicas following a diurnal load: each
     model's replica count is ``base + amp·(1 + sin)`` sampled every 15 minutes; fractional
@@ -96,7 +96,7 @@ def synthetic_day(seed: int = 42, hours: int = 24) -> tuple[list[Scope], list[Ti
         size = rng.choice((1, 2, 4))
         w = Workload(
             id=f"pg-{i}", scope_id="db", request={CPU: size * 1000, MEMORY: size * 4 * GI},
-            replicas=3, priority=100, preemptible=False, spread_key=HOST,
+            replicas=3, priority=100, preemptible=False, spread_key=ZONE,
         )  # fmt: skip
         start = 0 if i < 9 else rng.randrange(0, end_ms // 2)
         stop = None if i < 9 or rng.random() < 0.5 else start + rng.randrange(3, 8) * 3_600_000

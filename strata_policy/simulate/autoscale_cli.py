@@ -14,8 +14,9 @@ from pathlib import Path
 from strata_policy.capacity import NodeGroup
 from strata_policy.model import Policy, Scope
 from strata_policy.placement.place import PlacementOptions
-from strata_policy.simulate import autoscale
+from strata_policy.simulate import autoscale, autoscale_report
 from strata_policy.simulate.autoscale_catalog import day_catalog, openb_catalog, synthetic_day
+from strata_policy.simulate.autoscale_failures import schedule
 from strata_policy.simulate.autoscalers import ClusterAutoscaler, Karpenter, StrataAutoscaler
 from strata_policy.simulate.trace import TimedWorkload, load_trace
 
@@ -28,6 +29,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delay", type=float, default=120.0, help="autoscale: provisioning delay, s")
     p.add_argument("--step", type=float, default=60.0, help="autoscale: decision period, s")
     p.add_argument("--hours", type=int, default=24, help="autoscale: the synthetic day's hours")
+    p.add_argument(
+        "--autoscalers", default="",
+        help="autoscale: comma-separated names to run (default: all; see docs/capacity.md)",
+    )  # fmt: skip
+    p.add_argument(
+        "--failures", type=int, default=0,
+        help="autoscale: fail this many domains (a node, then a zone, in turn) at seeded times",
+    )  # fmt: skip
 
 
 def autoscalers() -> list[autoscale.Autoscaler]:
@@ -48,8 +57,7 @@ def inputs(
 ) -> tuple[list[NodeGroup], list[Scope], list[TimedWorkload]]:
     """The catalog, scopes and timed workloads for TRACE."""
     if trace == "day":
-        seed = int(str(args.seeds).split(",")[0].split("-")[0])
-        scopes, timed = synthetic_day(seed, args.hours)
+        scopes, timed = synthetic_day(_seed(args), args.hours)
         return day_catalog(), scopes, timed
     loaded = load_trace(Path(trace), args.nodes)
     timed = list(loaded.workloads)
@@ -61,16 +69,38 @@ def inputs(
     return openb_catalog(loaded.nodes), scopes, timed
 
 
+def _chosen(args: argparse.Namespace) -> list[autoscale.Autoscaler]:
+    """The autoscalers ``--autoscalers`` names (all when empty); an unknown name is an error."""
+    every = autoscalers()
+    if not args.autoscalers:
+        return every
+    names = [n for n in str(args.autoscalers).split(",") if n]
+    known = {a.name: a for a in every}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown autoscaler {', '.join(unknown)}: one of {', '.join(known)}")
+    return [known[n] for n in names]
+
+
+def _seed(args: argparse.Namespace) -> int:
+    """The first of ``--seeds``: the synthetic day's and the failures' seed."""
+    return int(str(args.seeds).split(",")[0].split("-")[0])
+
+
 def run(args: argparse.Namespace) -> int:
     """Replay each trace under every autoscaler; print the table; CSV and plot when asked."""
     timelines = []
     for trace in args.traces:
         groups, scopes, timed = inputs(str(trace), args)
         rows = []
-        for scaler in autoscalers():
+        seed = _seed(args)
+        end_s = max(((tw.departure_ms or tw.arrival_ms) for tw in timed), default=0) / 1000
+        failures = schedule(seed, end_s / args.speedup, args.failures) if args.failures else []
+        for scaler in _chosen(args):
             t = autoscale.replay(
                 scaler, groups, scopes, timed,
                 speedup=args.speedup, step_s=args.step, delay_s=args.delay,
+                failures=failures, seed=seed,
             )  # fmt: skip
             timelines.append(t)
             rows.append(autoscale.summarise(t, args.step))
@@ -79,9 +109,11 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"\n{trace} (speedup {args.speedup:g}, step {args.step:g} s, delay {args.delay:g} s)\n"
         )
-        print(autoscale.table(rows))
+        print(autoscale_report.table(rows))
+        print()
+        print(autoscale_report.breakdown(rows))
     if args.csv:
-        autoscale.write_csv(args.csv, timelines)
+        autoscale_report.write_csv(args.csv, timelines)
     if args.plot:
-        autoscale.plot(args.plot, timelines)
+        autoscale_report.plot(args.plot, timelines)
     return 0

@@ -2,8 +2,8 @@
 published rules (docs/capacity.md cites each rule's source).
 
 Each is ``decide(view) -> Actions``: which groups get how many new nodes, which nodes go (their
-replicas are evicted and queued again; the scheduler places them). ``view.pending`` holds only
-what the nodes being provisioned will not hold, so no autoscaler orders twice for one pod.
+replicas are evicted and queued again). ``view.pending`` holds only what the ready nodes' free
+room and the nodes being provisioned will not hold, so no autoscaler orders twice for one pod.
 
 - **cluster-autoscaler**: scale-up runs the binpacking estimator (pods in decreasing
   ``cpu/nodeCPU + mem/nodeMem`` order, first fit over the new nodes, a new node when none fits)
@@ -20,25 +20,22 @@ what the nodes being provisioned will not hold, so no autoscaler orders twice fo
   empty node; else multi-node (the largest prefix, up to 10, of the nodes sorted by price per
   disruption whose pods all place elsewhere, deleted); else single-node (the first node whose
   pods place elsewhere is deleted, or that fit one node of a cheaper type is replaced).
-- **Strata**: ``plan_capacity`` with the cluster's scheduler policy (MOST_ALLOCATED by
-  default: on the synthetic day FGD as the running scheduler spreads CPU work and costs 1.75×
-  the bound where MOST_ALLOCATED costs 1.14×); its scale-up, and (only when nothing is pending)
-  its consolidation, REMOVE and REPLACE, disruption budget 1.
+- **Strata**: ``plan_capacity`` (MOST_ALLOCATED as the scheduler: FGD as the running
+  scheduler spreads CPU work, 1.75× the bound on the day against 1.14×; ``fill_by_mix``); its
+  scale-up, and when nothing is pending its consolidation, disruption budget 1.
 
-The baselines schedule with kube-scheduler's default (LEAST_ALLOCATED) unless given another
-policy; ``simulate`` also runs them with MOST_ALLOCATED so that no figure credits the planner
-with what the scheduler did.
+The baselines schedule with LEAST_ALLOCATED (kube's default) or MOST_ALLOCATED.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from strata_policy.capacity import NodeGroup, PlanOptions, plan_capacity, scratch
 from strata_policy.capacity.catalog import GROUP_LABEL, could_hold
 from strata_policy.capacity.consolidate import fresh_fit
-from strata_policy.model import Policy, RunningWorkload, Workload
+from strata_policy.model import HOSTNAME_KEY, Policy, RunningWorkload, Workload
 from strata_policy.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU
 from strata_policy.placement.place import PlacementOptions, place_batch
 from strata_policy.state.cluster import ClusterState
@@ -58,6 +55,7 @@ class View:
     groups: Sequence[NodeGroup]
     provisioning: dict[str, int]
     added_at_s: dict[str, float]
+    spread_taken: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -122,6 +120,7 @@ class StrataAutoscaler:
             placement=replace(self.placement, task_mix=view.state.task_mix),
             consolidate=not view.pending,
             checks=False,
+            fill_by_mix=True,
         )
         plan = plan_capacity(view.state, groups, view.pending, options)
         out = Actions(add=[(s.node_group_id, s.count) for s in plan.scale_up])
@@ -165,7 +164,7 @@ class ClusterAutoscaler:
             limit = room(view, g)
             if limit <= 0:
                 continue
-            nodes, pods = estimate_binpacking(g, view.pending, limit)
+            nodes, pods = estimate_binpacking(g, view.pending, limit, view.spread_taken)
             if not nodes:
                 continue
             score = self._score(g, nodes, pods, len(view.state.nodes))
@@ -252,10 +251,19 @@ def _preferred_cpu(cluster_nodes: int) -> float:
 
 
 def estimate_binpacking(
-    g: NodeGroup, pending: Sequence[Workload], limit: int
+    g: NodeGroup,
+    pending: Sequence[Workload],
+    limit: int,
+    taken: Mapping[str, frozenset[str]] | None = None,
 ) -> tuple[int, list[Workload]]:
-    """CA's binpacking estimator on ``g``'s template: how many new nodes, and which pods."""
+    """CA's binpacking estimator on ``g``'s template: how many new nodes, and which pods.
+
+    Spread is checked as the scheduler's predicates would on the template: by hostname, one
+    replica of a workload per new node; by another label (a zone), one replica per option,
+    since every node of a group has the same value, and none when that value is already
+    ``taken`` for the workload (an upcoming node of that zone holds one of its replicas)."""
     cap = g.template.capacity
+    taken = taken or {}
 
     def score(w: Workload) -> float:
         return sum(w.request.get(r, 0) / cap[r] for r in (CPU, MEMORY) if cap.get(r))
@@ -264,7 +272,12 @@ def estimate_binpacking(
     nodes: list[list[Workload]] = []
     placed: list[Workload] = []
     for w in pods:
-        for _ in range(w.replicas):
+        by_label = bool(w.spread_key) and w.spread_key != HOSTNAME_KEY
+        copies = w.replicas
+        if by_label:
+            value = g.template.label(w.spread_key)
+            copies = 0 if value is None or value in taken.get(w.id, frozenset()) else 1
+        for _ in range(copies):
             for held in nodes:
                 if fresh_fit(g.template, [*held, w]) is not None and not (
                     w.spread_key and w in held
@@ -275,7 +288,8 @@ def estimate_binpacking(
                 if len(nodes) >= limit:
                     continue
                 nodes.append([w])
-        placed.append(w)
+        if copies:
+            placed.append(w)
     return len(nodes), placed
 
 
@@ -308,21 +322,43 @@ class Karpenter:
                 if self._cheapest(view.groups, [w], left) is not None:
                     claims.append([w])
         out: dict[str, int] = {}
+        zones: dict[str, set[str]] = {wid: set(v) for wid, v in view.spread_taken.items()}
         for held in claims:
-            g = self._cheapest(view.groups, held, left)
+            g = self._cheapest(view.groups, held, left, zones)
             if g is not None:
                 out[g.id] = out.get(g.id, 0) + 1
                 left[g.id] -= 1
+                for w in held:
+                    value = g.template.label(w.spread_key) if w.spread_key else None
+                    if value is not None and w.spread_key != HOSTNAME_KEY:
+                        zones.setdefault(w.id, set()).add(value)
         return sorted(out.items())
 
     @staticmethod
     def _cheapest(
-        groups: Sequence[NodeGroup], pods: list[Workload], left: dict[str, int]
+        groups: Sequence[NodeGroup],
+        pods: list[Workload],
+        left: dict[str, int],
+        zones: Mapping[str, set[str]] | None = None,
     ) -> NodeGroup | None:
+        """The cheapest type that fits ``pods``; a replica spread by a label other than the
+        hostname rules out the values its siblings' claims (``zones``) already took, as
+        Karpenter's topology-aware launch does."""
         ids = [w.id for w in pods if w.spread_key]
         if len(ids) != len(set(ids)):
             return None
-        fits = [g for g in groups if left[g.id] > 0 and fresh_fit(g.template, pods) is not None]
+        zones = zones or {}
+
+        def free_zone(g: NodeGroup) -> bool:
+            return all(
+                g.template.label(w.spread_key) not in zones.get(w.id, set())
+                for w in pods if w.spread_key and w.spread_key != HOSTNAME_KEY
+            )  # fmt: skip
+
+        fits = [
+            g for g in groups
+            if left[g.id] > 0 and free_zone(g) and fresh_fit(g.template, pods) is not None
+        ]  # fmt: skip
         return min(fits, key=lambda g: (g.price_per_hour, g.id)) if fits else None
 
     def _consolidate(self, view: View) -> Actions:
