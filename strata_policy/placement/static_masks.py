@@ -110,7 +110,7 @@ def _build_mask(
     """Block levels and counts from the nodes the selector picks (``NodeMatrix.
     label_selection``; with one label, or none, no node is visited)."""
     layout = matrix.block_layout()
-    n_blocks = layout.bstart.shape[0] - 1
+    n_blocks = layout.block_start.shape[0] - 1
     if not selector:
         hits, selected = matrix.shared("everyone", lambda: _everyone(matrix))
     elif len(selector) == 1:
@@ -140,7 +140,7 @@ def _everyone(matrix: NodeMatrix) -> tuple[np.ndarray, np.ndarray]:
     """Without a node selector: every node of each block matches, and every node is selected."""
     layout = matrix.block_layout()
     selected = np.ones(len(matrix), dtype=np.bool_)
-    return np.ascontiguousarray(np.diff(layout.bstart)), selected
+    return np.ascontiguousarray(np.diff(layout.block_start)), selected
 
 
 def _class_levels(

@@ -269,10 +269,10 @@ class NodeMatrix:
             selected = np.zeros(len(self.nodes), dtype=np.bool_)
             selected[nodes] = True
             layout = self.block_layout()
-            hits = np.bincount(layout.block_of[nodes], minlength=layout.bstart.shape[0] - 1)
+            hits = np.bincount(layout.block_of[nodes], minlength=layout.block_start.shape[0] - 1)
             block_any = hits > 0
             super_any = (
-                np.logical_or.reduceat(block_any, layout.sstart[:-1])
+                np.logical_or.reduceat(block_any, layout.super_start[:-1])
                 if block_any.size
                 else np.zeros(0, dtype=np.bool_)
             )
@@ -358,7 +358,7 @@ class NodeMatrix:
         found: np.ndarray | None = self._shared.get("block-statics")
         if found is None:
             layout = self.block_layout()
-            firsts = layout.perm[layout.bstart[:-1]]
+            firsts = layout.node_order[layout.block_start[:-1]]
             found = np.ascontiguousarray(
                 np.column_stack(
                     (self.schedulable[firsts], self.model_code[firsts], self.gpu_devices[firsts])
