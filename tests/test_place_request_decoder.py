@@ -15,6 +15,8 @@ from strata_policy.model import Workload
 from strata_policy.quota.groups import TaggedWorkloads
 from strata_policy.service import convert, place_request_decoder
 
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
+
 names = st.text("abcxyz-./0123é", max_size=8)
 int64s = st.integers(-(2**63), 2**63 - 1)
 workload_messages = st.builds(

@@ -22,6 +22,8 @@ from strata_policy.placement.static_masks import _build_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
+
 RESOURCE_POLICIES = [p for p in Policy if p not in (Policy.RANDOM, Policy.FRAGMENTATION_AWARE)]
 
 
