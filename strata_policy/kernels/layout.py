@@ -30,20 +30,21 @@ def blocks_per_super(n_nodes: int, block_size: int = BLOCK_SIZE) -> int:
     return max(4, min(64, round(math.sqrt(n_blocks / 2))))
 
 
-def _compiled(dispatcher: Any, args: tuple[object, ...]) -> Callable[..., tuple[int, float, int]]:
+def _compiled(dispatcher: Any, args: tuple[object, ...]) -> Callable[..., Any]:
     """The machine code ``dispatcher`` runs for ``args``' types, callable without the
-    dispatcher's per-call type resolution (about 0.2 µs per argument, some 6 µs for the block
-    search's 33): every later call passes the same types, because ``BlockIndex`` and
-    ``BlockQuery`` check dtypes, dimensions and contiguity once. The dispatcher itself when
-    there is no such entry (``NUMBA_DISABLE_JIT=1``)."""
+    dispatcher's per-call type resolution (about 0.2 µs per array argument, and a few µs per
+    ``NamedTuple`` bundle, which numba types in Python): every later call passes the same
+    types, because the wrappers (``BlockIndex``, ``BlockQuery``, ``ScoreTree``) check dtypes,
+    dimensions and contiguity once. The dispatcher itself when there is no such entry
+    (``NUMBA_DISABLE_JIT=1``)."""
     overloads = getattr(dispatcher, "overloads", None)
     if not overloads:
-        return cast(Callable[..., tuple[int, float, int]], dispatcher)
+        return cast(Callable[..., Any], dispatcher)
     signature = tuple(dispatcher.typeof_pyval(a) for a in args)
     found = overloads.get(signature)
     if found is None:
-        return cast(Callable[..., tuple[int, float, int]], dispatcher)
-    return cast(Callable[..., tuple[int, float, int]], found.entry_point)
+        return cast(Callable[..., Any], dispatcher)
+    return cast(Callable[..., Any], found.entry_point)
 
 
 _STATIC_BLOCKS: list[Callable[..., object] | None] = [None]  # see _compiled

@@ -5,11 +5,14 @@ placement.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from strata_policy.kernels.arrays import BOOL, F64, I64, FragArrays, NodeArrays
 from strata_policy.kernels.arrays import check_array as _check
 from strata_policy.kernels.frag import check_fgd_mode
+from strata_policy.kernels.layout import _compiled
 from strata_policy.kernels.tree import _tree_place
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
@@ -22,7 +25,7 @@ class ScoreTree:
     ``place`` which nodes changed since the last call. Shapes and dtypes are checked once, here.
     """
 
-    __slots__ = ("_args", "_dev", "_nodes", "_tree_node", "_tree_score", "built")
+    __slots__ = ("_args", "_dev", "_nodes", "_place_fn", "_tree_node", "_tree_score", "built")
 
     def __init__(
         self,
@@ -56,6 +59,7 @@ class ScoreTree:
         self._dev = np.empty(gpu_free.shape[1], dtype=np.int64)
         self._args = (policy, nodes, mask, req, weights, frag, fgd_mode, self._tree_score,
                       self._tree_node)  # fmt: skip
+        self._place_fn: Callable[..., tuple[int, float]] | None = None
         self.built = False
 
     @property
@@ -73,8 +77,18 @@ class ScoreTree:
             n = self._nodes.free.shape[0]
             if changed.size and (changed.min() < 0 or changed.max() >= n):
                 raise ValueError("changed rows out of range")
-            rows, n_rows = changed, changed.shape[0]
-        best, score = _tree_place(*self._args, rows, n_rows, self._dev)
+            # A read-only array is another numba type than the one compiled for.
+            rows = changed if changed.flags.writeable else changed.copy()
+            n_rows = rows.shape[0]
+        args = (*self._args, rows, n_rows, self._dev)
+        fn = self._place_fn
+        if fn is None:
+            # The bundles' types are resolved once: the dispatcher's per-call typing of a
+            # NamedTuple argument costs microseconds (``layout._compiled``).
+            best, score = _tree_place(*args)
+            self._place_fn = _compiled(_tree_place, args)
+        else:
+            best, score = fn(*args)
         self.built = True
         if best < 0:
             return -1, 0.0, ()

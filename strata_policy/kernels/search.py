@@ -79,7 +79,15 @@ class BlockIndex:
     ``refresh`` running beside a ``place``; the owner serialises them.
     """
 
-    __slots__ = ("_n_bounds", "_place_fn", "_scratch", "_state", "layout", "summaries")
+    __slots__ = (
+        "_n_bounds",
+        "_place_fn",
+        "_refresh_fn",
+        "_scratch",
+        "_state",
+        "layout",
+        "summaries",
+    )
 
     summaries: BlockSummaries
     """Per block and per superblock the high, low, offer and sums rows, per node its GPU offer
@@ -133,6 +141,7 @@ class BlockIndex:
     def _bind(self) -> None:
         lay = self.layout
         self._place_fn: Callable[..., tuple[int, float, int]] | None = None
+        self._refresh_fn: Callable[..., None] | None = None
         self._n_bounds = lay.block_start.shape[0] + lay.super_start.shape[0] - 2
         self._scratch = threading.local()  # the kernel's scratch and device rows, per thread
 
@@ -156,11 +165,19 @@ class BlockIndex:
         """Recompute the blocks of nodes ``rows`` (int64 node indices, ``ValueError`` when out
         of range), or every block."""
         if rows is None:
-            _refresh_blocks(self._state, self.layout, self.summaries, _NONE, -1)
-            return
-        if rows.dtype != I64 or rows.ndim != 1:
+            rows, count = _NONE, -1
+        elif rows.dtype != I64 or rows.ndim != 1:
             raise ValueError("rows: expected int64 node indices")
-        _refresh_blocks(self._state, self.layout, self.summaries, rows, rows.shape[0])
+        else:
+            count = rows.shape[0]
+        args = (self._state, self.layout, self.summaries, rows, count)
+        fn = self._refresh_fn
+        if fn is None or not (rows.flags.c_contiguous and rows.flags.writeable):
+            _refresh_blocks(*args)  # the dispatcher types ``rows`` of any layout
+            if fn is None and rows.flags.c_contiguous and rows.flags.writeable:
+                self._refresh_fn = _compiled(_refresh_blocks, args)
+        else:
+            fn(*args)
 
     def query(
         self,
