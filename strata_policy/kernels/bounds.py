@@ -101,21 +101,23 @@ def _bound(
         return min(u, _dot_bound(i, high, sums, inv_capacity, request, weights))
     if plain == 0 or policy == BALANCED_ALLOCATION:
         return u
-    k = 0.0
-    kc = 0.0
+    # Over the plain columns: Σ req_c / cap_c (BEST_FIT: / maxcap_c), and Σ cap_c / cap_c
+    # (the count of columns the row has, as the same float the scores' terms sum to).
+    request_share = 0.0
+    capacity_share = 0.0
     for c in range(3):
         if plain & (1 << c):
             if policy == BEST_FIT:
-                k += request[c] * inv_max_capacity[c]
+                request_share += request[c] * inv_max_capacity[c]
             else:
-                k += request[c] * inv_capacity[i, c]
-                kc += capacity[i, c] * inv_capacity[i, c]
-    a: float = 100.0 - factor * (sums[i, _H_MIN, plain] - k)
+                request_share += request[c] * inv_capacity[i, c]
+                capacity_share += capacity[i, c] * inv_capacity[i, c]
+    linear: float = 100.0 - factor * (sums[i, _H_MIN, plain] - request_share)
     if policy == LEAST_ALLOCATED:
-        a = factor * (sums[i, _G_MAX, plain] - k)
+        linear = factor * (sums[i, _G_MAX, plain] - request_share)
     elif policy == MOST_ALLOCATED:
-        a = factor * (kc - sums[i, _G_MIN, plain] + k)
-    return min(u, a + _SLACK)
+        linear = factor * (capacity_share - sums[i, _G_MIN, plain] + request_share)
+    return min(u, linear + _SLACK)
 
 
 @inline_kernel

@@ -182,18 +182,18 @@ def _score(
                 )
         return s
     if policy == BALANCED_ALLOCATION:
-        k = 0
+        n_weighted = 0
         for c in range(request.shape[0]):
             if weights[c] > 0.0:
                 s += min(1.0, (capacity[n, c] - free[n, c] + request[c]) * inv_capacity[n, c])
-                k += 1
-        if k == 0:
+                n_weighted += 1
+        if n_weighted == 0:
             return 100.0
-        mean = s / k
+        mean = s / n_weighted
         var = 0.0
         for c in range(request.shape[0]):
             if weights[c] > 0.0:
                 x = min(1.0, (capacity[n, c] - free[n, c] + request[c]) * inv_capacity[n, c]) - mean
                 var += x * x
-        return (1.0 - math.sqrt(var / k)) * 100.0
+        return (1.0 - math.sqrt(var / n_weighted)) * 100.0
     return 0.0
