@@ -48,6 +48,11 @@ def _batch() -> dict[str, Any]:
     }
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
 def _with(**changes: Any) -> dict[str, Any]:
     return {**_batch(), **changes}
 
@@ -83,6 +88,16 @@ BAD_BATCHES = [
         _with(frag=kernels.FragArrays.empty(N_NODES + 1)), "model_allowed", id="frag: node rows"
     ),
     pytest.param(_with(tree_of=np.array([0, 1]), n_trees=1), "tree_of", id="tree_of: out of range"),
+    pytest.param(_with(free=_read_only(_batch()["free"])), "read-only", id="free: read-only"),
+    pytest.param(
+        _with(
+            frag=kernels.FragArrays.empty(N_NODES)._replace(
+                below=_read_only(np.zeros((3, 0), dtype=np.int64))
+            )
+        ),
+        "below: read-only",
+        id="frag statistics: read-only",
+    ),
 ]
 
 

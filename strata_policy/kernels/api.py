@@ -9,6 +9,7 @@ wrappers are ``score_tree.ScoreTree`` and ``search.BlockIndex``; ``warmup`` comp
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 
@@ -26,11 +27,18 @@ from strata_policy.kernels.arrays import (
 from strata_policy.kernels.arrays import check_array as _check
 from strata_policy.kernels.fit import DOT_PRODUCT
 from strata_policy.kernels.frag import FGD_REFINED, _frag_rows, check_fgd_mode
-from strata_policy.kernels.layout import BlockLayout
+from strata_policy.kernels.layout import BlockLayout, _compiled
 from strata_policy.kernels.place import _place_batch
 from strata_policy.kernels.search import BlockIndex
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
+
+# The batch kernel's machine code, resolved on the first call (``layout._compiled``): numba types
+# each NamedTuple bundle in Python on every dispatcher call, some 10 µs for the seven bundles,
+# which a one-workload call (a gang, RANDOM, an unplaced answer's reasons) would pay each time.
+# Every array is checked here or built here (dtype, dimensions, C order), so every call has the
+# types of the first; a read-only array is refused where the kernel writes.
+_PLACE_BATCH: list[Callable[..., None] | None] = [None]
 
 
 def place_batch_arrays(
@@ -93,6 +101,10 @@ def place_batch_arrays(
         _check(name, a, dt, shape)
     frag.check(n)
     check_fgd_mode(fgd_mode)
+    for name, a in (("free", free), ("gpu_free", gpu_free), ("count_ge", frag.count_ge),
+                    ("below", frag.below)):  # fmt: skip
+        if not a.flags.writeable:
+            raise ValueError(f"{name}: read-only, but the kernel writes what it applies")
     if w > 1 and (mask_id.min() < 0 or mask_id.max() >= masks.shape[0]):
         raise ValueError("mask_id out of range")
     if w > 1 and (spread_id.min() < -1 or spread_id.max() >= spread.shape[0]):
@@ -146,8 +158,14 @@ def place_batch_arrays(
         counts=np.zeros((w, r + 2), dtype=np.int64),
         offsets=offsets,
     )
-    _place_batch(policy, fgd_mode, apply_last, use_blocks, nodes, frag, batch, layout,
-                 blocks.summaries, scratch, out)  # fmt: skip
+    args = (int(policy), int(fgd_mode), bool(apply_last), use_blocks, nodes, frag, batch, layout,
+            blocks.summaries, scratch, out)  # fmt: skip
+    fn = _PLACE_BATCH[0]
+    if fn is None:
+        _place_batch(*args)
+        _PLACE_BATCH[0] = _compiled(_place_batch, args)
+    else:
+        fn(*args)
     return out
 
 
