@@ -26,6 +26,8 @@ from strata_policy.state import validate
 from strata_policy.state.cluster import ClusterState
 from strata_policy.testing import node, scope
 
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
+
 W = Workload("w1", "org", {"cpu": 1000})
 ON_N1 = (Placement("n1", (0,)),)
 

@@ -4,6 +4,7 @@ query built without checks (``one_replica._block_query``) equal to the validatin
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_placement_blocks import RESOURCE_POLICIES, WEIGHTS, block_sizes
@@ -22,6 +23,8 @@ from strata_policy.placement.place import POLICY_CODES, PlacementOptions, place_
 from strata_policy.placement.static_masks import static_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
+
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
 
 MATRIX = NodeMatrix.from_nodes(
     [node("a", cpu=8, memory_gi=16, gpus=2), node("b", cpu=4, memory_gi=8, extra={"fpga": 2})]

@@ -34,6 +34,8 @@ from strata_policy.service.metrics import Metrics
 from strata_policy.service.result_encoder import add_results, columnar_bytes, response_bytes
 from strata_policy.testing import node
 
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
+
 ON_N1 = (Placement("n1", (0,)),)
 ON_N2 = (Placement("n2", (1, 2)), Placement("n3", ()))
 LENT = {"cpu": 2000, "gpu": 1000}

@@ -28,6 +28,8 @@ from strata_policy.state import cluster
 from strata_policy.state.cluster import ClusterState
 from strata_policy.testing import node, scope
 
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
+
 NODES = tuple(node(f"n{i}", cpu=16 + 8 * (i % 3), gpus=4 + 4 * (i % 2)) for i in range(24))
 CAPACITY = {"cpu": 10**6, "gpu": 10**6}
 FAST = fast_place.FAST_PATH_MIN

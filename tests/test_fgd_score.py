@@ -17,6 +17,8 @@ from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 from strata_policy.testing import node, workload
 
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
+
 # One GPU shape (11 CPUs per GPU: rho = 11 CPU milli per GPU milli) and one CPU-only shape.
 MIX = (TaskType(11_000, 1000, "", 0.8), TaskType(32_000, 0, "", 0.2))
 

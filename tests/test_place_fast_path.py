@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +12,8 @@ from strata_policy.model import Policy, Scope, Snapshot, Workload
 from strata_policy.placement.place import PlacementOptions
 from strata_policy.state.taskmix import TaskType
 from strata_policy.testing import node
+
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
 
 NODES = tuple(
     node(f"n{i}", cpu=8 + 8 * (i % 3), gpus=(i % 3) * 2, model="A100" if i % 2 else "T4")

@@ -14,6 +14,8 @@ from strata.policy.v1 import types_pb2 as pb
 from strata_policy.model import Workload
 from strata_policy.service import convert, place_request_decoder
 
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
+
 names = st.text("abcxyz-./0123é", max_size=8)
 int64s = st.integers(-(2**63), 2**63 - 1)
 workload_messages = st.builds(

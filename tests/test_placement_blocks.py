@@ -23,6 +23,8 @@ from strata_policy.placement.static_masks import _build_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
+
 RESOURCE_POLICIES = [p for p in Policy if p not in (Policy.RANDOM, Policy.FRAGMENTATION_AWARE)]
 
 
@@ -222,9 +224,14 @@ def test_layout(
     """Blocks hold one class each, in index order, cut by size; superblocks likewise."""
     cap = np.array([[c, 0, 0] for c in capacities], dtype=np.int64).reshape(-1, 3)
     lay = BlockLayout.build(cap, cap, np.zeros(cap.shape), block, sup)
-    got = [lay.perm[a:b].tolist() for a, b in zip(lay.bstart[:-1], lay.bstart[1:], strict=True)]
+    got = [
+        lay.node_order[a:b].tolist()
+        for a, b in zip(lay.block_start[:-1], lay.block_start[1:], strict=True)
+    ]
     assert got == blocks
-    got_s = [list(range(a, b)) for a, b in zip(lay.sstart[:-1], lay.sstart[1:], strict=True)]
+    got_s = [
+        list(range(a, b)) for a, b in zip(lay.super_start[:-1], lay.super_start[1:], strict=True)
+    ]
     assert got_s == supers
     assert all(lay.block_of[n] == b for b, members in enumerate(blocks) for n in members)
 
@@ -319,14 +326,20 @@ def test_bounds_cover_every_fitting_node(
         code = POLICY_CODES[policy]
         out = []
         for rows, level in (
-            ((hi, lo, offer, sums, lay.bcap, lay.binv), lay.bstart[:0]),
-            ((s_hi, s_lo, s_offer, s_sums, lay.scap, lay.sinv), lay.sstart),
+            (
+                (hi, lo, offer, sums, lay.block_capacity, lay.block_inv_capacity),
+                lay.block_start[:0],
+            ),
+            (
+                (s_hi, s_lo, s_offer, s_sums, lay.super_capacity, lay.super_inv_capacity),
+                lay.super_start,
+            ),
         ):
             bounds = np.empty(rows[0].shape[0], dtype=np.float64)
             everywhere = np.ones(bounds.shape[0], dtype=np.bool_)
             _bound_rows(code, 0, bounds.shape[0], *rows, m.inv_max_capacity, everywhere,
-                        everywhere, lay.perm, lay.bstart, level, req, wt, weight_sum, trusted,
-                        plain, factor, bounds)  # fmt: skip
+                        everywhere, lay.node_order, lay.block_start, level, req, wt, weight_sum,
+                        trusted, plain, factor, bounds)  # fmt: skip
             out.append(bounds)
         twin = naive_from_matrix(m)
         w = twin._weights(wl, weights)
@@ -395,7 +408,7 @@ def test_layout_takes_the_adaptive_superblock_size() -> None:
     """With no superblock size set, a matrix's layout cuts its blocks by blocks_per_super."""
     with block_sizes(search.BLOCK_SIZE, 0):
         m = NodeMatrix.from_nodes([node(f"n{i}") for i in range(2000)])  # one class, 63 blocks
-        assert np.diff(index_of(m).lineage.layout(m).sstart).tolist() == [6] * 10 + [3]
+        assert np.diff(index_of(m).lineage.layout(m).super_start).tolist() == [6] * 10 + [3]
 
 
 # Blocks of two nodes: block 1 (n2, n3) bounds above block 0 (n0, n1) and is opened first; with

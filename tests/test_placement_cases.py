@@ -9,6 +9,8 @@ from strata_policy.placement.place import PlacementOptions, PlacementOutcome, _p
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
+
 TWO_EQUAL = [node("a", gpus=2), node("b", gpus=2)]
 MIXED = [
     node("a", cpu=8, gpus=2, model="A100"),

@@ -18,6 +18,8 @@ from strata_policy.placement.static_masks import search_levels, static_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
+
 SELECTORS = st.sampled_from(
     [
         {},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from naive_placement import naive_from_matrix
@@ -17,6 +18,8 @@ from strata_policy.placement.place import (
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 from strata_policy.testing import node, workload
+
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
 
 MODELS = ["", "A", "B"]
 

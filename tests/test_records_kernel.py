@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from strata_policy.kernels import scan_records, write_records
 from strata_policy.kernels.proto_records import SEPARATOR
 
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
+
 
 def naive_scan(raw: bytes, pos: int, end: int, tail: bytes) -> tuple[list[bytes], int]:
     """The ids of the records ``0x12 L 0x0A n id tail`` (one-byte ``L = 2 + n + len(tail)``)

@@ -17,6 +17,8 @@ from strata_policy.placement.place import PlacementOptions
 from strata_policy.quota.groups import group, group_tagged, representatives
 from strata_policy.testing import node, scope
 
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
+
 NODES = tuple(node(f"n{i}", cpu=16, gpus=4 + 4 * (i % 2)) for i in range(12))
 SCOPES = (scope("org"), scope("a", "org", limit={"gpu": 20000}), scope("b", "org"))
 FAST = fast_place.FAST_PATH_MIN

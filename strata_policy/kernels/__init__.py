@@ -4,14 +4,8 @@ A leaf package (numpy and numba only). ``warmup()`` compiles or loads every kern
 calls it before its health check says SERVING.
 """
 
-from strata_policy.kernels.api import (
-    BatchArrays,
-    FragArrays,
-    ScoreTree,
-    place_batch_arrays,
-    refresh_frag_rows,
-    warmup,
-)
+from strata_policy.kernels.api import place_batch_arrays, refresh_frag_rows
+from strata_policy.kernels.arrays import BatchArrays, FragArrays
 from strata_policy.kernels.fit import (
     BALANCED_ALLOCATION,
     BEST_FIT,
@@ -24,7 +18,9 @@ from strata_policy.kernels.fit import (
 )
 from strata_policy.kernels.frag import FGD_PAPER, FGD_REFINED, FGD_UNTRUNCATED
 from strata_policy.kernels.proto_records import scan_records, write_records
+from strata_policy.kernels.score_tree import ScoreTree
 from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery, device_set
+from strata_policy.kernels.warmup import warmup
 
 __all__ = [
     "BALANCED_ALLOCATION",

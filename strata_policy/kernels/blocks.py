@@ -1,9 +1,9 @@
 """Block search: the best node for any request without scoring every node.
 
 **Layout.** Nodes of one class (same schedulability, GPU model and capacity row) are consecutive
-in ``perm``, in index order, cut into blocks of at most ``B`` nodes; consecutive blocks of one
+in ``node_order``, in index order, cut into blocks of at most ``B`` nodes; consecutive blocks of one
 class form superblocks of at most ``S`` blocks. Every block and superblock therefore has one
-capacity row. Each keeps per resource column the largest (``hi``) and the smallest (``lo``) free
+capacity row. Each keeps per resource column the largest (``high``) and the smallest (``low``) free
 amount of its nodes, its best GPU offer (``_gpu_offer``: ``1000 ×`` fully free devices, or the
 largest free device when none is fully free, so that a GPU request ``g`` fits at device level
 exactly when ``offer >= g``; each node's offer is kept too), and (``sums``) for every
@@ -30,6 +30,8 @@ and stops at the first that yields a node (a superblock's blocks hold ascending 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from strata_policy.kernels.bounds import _bound_rows, _may_fit, _weight_terms
@@ -37,21 +39,21 @@ from strata_policy.kernels.config import inline_kernel, kernel
 from strata_policy.kernels.fit import FIRST_FIT, GPU, _best_fit_devices, _resources_fit, _score
 from strata_policy.kernels.summaries import _refresh_blocks
 
+if TYPE_CHECKING:  # annotations only: numba types the bundles from the values passed
+    from strata_policy.kernels.arrays import BlockSummaries, NodeArrays
+    from strata_policy.kernels.layout import BlockLayout
+
 
 @inline_kernel
 def _open_block(
     policy: int,
     b: int,
-    free: np.ndarray,
-    capacity: np.ndarray,
-    inv_cap: np.ndarray,
-    inv_max_cap: np.ndarray,
+    nodes: NodeArrays,
     mask: np.ndarray,
     node_offer: np.ndarray,
-    perm: np.ndarray,
-    bstart: np.ndarray,
-    rq: np.ndarray,
-    wt: np.ndarray,
+    layout: BlockLayout,
+    request: np.ndarray,
+    weights: np.ndarray,
     weight_sum: float,
     spread_codes: np.ndarray,
     used: np.ndarray,
@@ -71,10 +73,11 @@ def _open_block(
     node just scored, no later node of the block (higher indices) can replace it, and the rest
     of the block is skipped. In a block of alike nodes, whose bound is their exact score, that
     is after the first node that fits."""
-    g = rq[GPU]
-    for j in range(bstart[b], bstart[b + 1]):
-        n = perm[j]
-        if not mask[n] or node_offer[n] < g or _resources_fit(free, n, rq) >= 0:
+    gpu_milli = request[GPU]
+    free = nodes.free
+    for j in range(layout.block_start[b], layout.block_start[b + 1]):
+        n = layout.node_order[j]
+        if not mask[n] or node_offer[n] < gpu_milli or _resources_fit(free, n, request) >= 0:
             continue
         if spread_codes.shape[0] > 0:
             code = spread_codes[n]
@@ -90,7 +93,8 @@ def _open_block(
         if policy == FIRST_FIT:
             sc = 0.0
         else:
-            sc = _score(policy, free, capacity, inv_cap, inv_max_cap, n, rq, wt, weight_sum)
+            sc = _score(policy, free, nodes.capacity, nodes.inv_capacity, nodes.inv_max_capacity,
+                        n, request, weights, weight_sum)  # fmt: skip
         if sc > best_score or (sc == best_score and best >= 0 and n < best):
             best = n
             best_score = sc
@@ -104,34 +108,16 @@ def _open_block(
 @kernel
 def _blocks_best(
     policy: int,
-    free: np.ndarray,
-    gpu_free: np.ndarray,
-    capacity: np.ndarray,
-    inv_cap: np.ndarray,
-    inv_max_cap: np.ndarray,
+    nodes: NodeArrays,
     mask: np.ndarray,
     mask_blocks: np.ndarray,
     mask_supers: np.ndarray,
     select_blocks: np.ndarray,
     select_supers: np.ndarray,
-    perm: np.ndarray,
-    bstart: np.ndarray,
-    sstart: np.ndarray,
-    hi: np.ndarray,
-    lo: np.ndarray,
-    offer: np.ndarray,
-    sums: np.ndarray,
-    bcap: np.ndarray,
-    binv: np.ndarray,
-    s_hi: np.ndarray,
-    s_lo: np.ndarray,
-    s_offer: np.ndarray,
-    s_sums: np.ndarray,
-    scap: np.ndarray,
-    sinv: np.ndarray,
-    node_offer: np.ndarray,
-    rq: np.ndarray,
-    wt: np.ndarray,
+    layout: BlockLayout,
+    summaries: BlockSummaries,
+    request: np.ndarray,
+    weights: np.ndarray,
     spread_codes: np.ndarray,
     used: np.ndarray,
     n_used: int,
@@ -144,14 +130,20 @@ def _blocks_best(
     selector's, both cached, so that a new selector's first call combines nothing; the batch
     passes its mask's levels twice). ``bounds`` is scratch: a float64 per superblock and per
     block."""
-    weight_sum, trusted, plain, factor = _weight_terms(wt)
-    n_super = sstart.shape[0] - 1
+    weight_sum, trusted, plain, factor = _weight_terms(weights)
+    node_order = layout.node_order
+    block_start = layout.block_start
+    super_start = layout.super_start
+    node_offer = summaries.node_offer
+    n_super = super_start.shape[0] - 1
     s_bound = bounds[:n_super]
     b_bound = bounds[n_super:]
-    blocks_only = bstart[:0]  # _bound_rows over blocks, not superblocks
+    blocks_only = block_start[:0]  # _bound_rows over blocks, not superblocks
     zero: int = np.int64(0)  # type: ignore[assignment]  # run-time int64 (config)
-    top_s = _bound_rows(policy, zero, n_super, s_hi, s_lo, s_offer, s_sums, scap, sinv,
-                        inv_max_cap, mask_supers, select_supers, perm, bstart, sstart, rq, wt,
+    top_s = _bound_rows(policy, zero, n_super, summaries.super_high, summaries.super_low,
+                        summaries.super_offer, summaries.super_sums, layout.super_capacity,
+                        layout.super_inv_capacity, nodes.inv_max_capacity, mask_supers,
+                        select_supers, node_order, block_start, super_start, request, weights,
                         weight_sum, trusted, plain, factor, s_bound)  # fmt: skip
     best = -1
     best_score = -np.inf
@@ -164,29 +156,36 @@ def _blocks_best(
             u = s_bound[s]
             if s == top_s or not u > -np.inf:
                 continue
-            if not (u > best_score or (u == best_score and perm[bstart[sstart[s]]] < best)):
+            leader = node_order[block_start[super_start[s]]]
+            if not (u > best_score or (u == best_score and leader < best)):
                 continue
-        first = sstart[s]
-        count = sstart[s + 1] - first
+        first = super_start[s]
+        count = super_start[s + 1] - first
         if policy == FIRST_FIT:
             # A superblock's blocks hold ascending nodes: the first block that yields a node
             # holds its lowest fitting one, and a block starting above the best cannot win.
             for b in range(first, first + count):
-                if best >= 0 and perm[bstart[b]] > best:
+                if best >= 0 and node_order[block_start[b]] > best:
                     break
-                if mask_blocks[b] and select_blocks[b] and _may_fit(b, hi, offer, rq):
+                if (
+                    mask_blocks[b]
+                    and select_blocks[b]
+                    and _may_fit(b, summaries.block_high, summaries.block_offer, request)
+                ):
                     before = best
-                    best, best_score = _open_block(policy, b, free, capacity, inv_cap,
-                                                   inv_max_cap, mask, node_offer, perm, bstart,
-                                                   rq, wt, weight_sum, spread_codes, used,
-                                                   n_used, np.inf, best,
+                    best, best_score = _open_block(policy, b, nodes, mask, node_offer, layout,
+                                                   request, weights, weight_sum, spread_codes,
+                                                   used, n_used, np.inf, best,
                                                    best_score)  # fmt: skip
                     if best != before:
                         break
             continue
-        b_top = _bound_rows(policy, first, first + count, hi, lo, offer, sums, bcap, binv,
-                            inv_max_cap, mask_blocks, select_blocks, perm, bstart, blocks_only,
-                            rq, wt, weight_sum, trusted, plain, factor, b_bound)  # fmt: skip
+        b_top = _bound_rows(policy, first, first + count, summaries.block_high,
+                            summaries.block_low, summaries.block_offer, summaries.block_sums,
+                            layout.block_capacity, layout.block_inv_capacity,
+                            nodes.inv_max_capacity, mask_blocks, select_blocks, node_order,
+                            block_start, blocks_only, request, weights, weight_sum, trusted,
+                            plain, factor, b_bound)  # fmt: skip
         if b_top < 0:
             continue
         for bstep in range(count + 1):
@@ -196,13 +195,12 @@ def _blocks_best(
                 u = b_bound[b]
                 if b == b_top or not u > -np.inf:
                     continue
-                tie = u == best_score and (best < 0 or perm[bstart[b]] < best)
+                tie = u == best_score and (best < 0 or node_order[block_start[b]] < best)
                 if not (u > best_score or tie):
                     continue
-            best, best_score = _open_block(policy, b, free, capacity, inv_cap, inv_max_cap, mask,
-                                           node_offer, perm, bstart, rq, wt, weight_sum,
-                                           spread_codes, used, n_used, b_bound[b], best,
-                                           best_score)  # fmt: skip
+            best, best_score = _open_block(policy, b, nodes, mask, node_offer, layout, request,
+                                           weights, weight_sum, spread_codes, used, n_used,
+                                           b_bound[b], best, best_score)  # fmt: skip
     if best < 0:
         return -1, 0.0
     return best, best_score
@@ -210,72 +208,48 @@ def _blocks_best(
 
 @kernel
 def _blocks_place(
-    free: np.ndarray,
-    gpu_free: np.ndarray,
-    capacity: np.ndarray,
-    inv_cap: np.ndarray,
-    inv_max_cap: np.ndarray,
-    perm: np.ndarray,
-    bstart: np.ndarray,
-    sstart: np.ndarray,
-    hi: np.ndarray,
-    lo: np.ndarray,
-    offer: np.ndarray,
-    sums: np.ndarray,
-    bcap: np.ndarray,
-    binv: np.ndarray,
-    s_hi: np.ndarray,
-    s_lo: np.ndarray,
-    s_offer: np.ndarray,
-    s_sums: np.ndarray,
-    scap: np.ndarray,
-    sinv: np.ndarray,
-    node_offer: np.ndarray,
-    block_of: np.ndarray,
-    super_of: np.ndarray,
+    nodes: NodeArrays,
+    layout: BlockLayout,
+    summaries: BlockSummaries,
     policy: int,
     mask: np.ndarray,
     mask_blocks: np.ndarray,
     mask_supers: np.ndarray,
     select_blocks: np.ndarray,
     select_supers: np.ndarray,
-    rq: np.ndarray,
-    wt: np.ndarray,
+    request: np.ndarray,
+    weights: np.ndarray,
     rows: np.ndarray,
     first: int,
     n_rows: int,
     out_dev: np.ndarray,
     bounds: np.ndarray,
-    wt_row: np.ndarray,
+    weight_row: np.ndarray,
 ) -> tuple[int, float, int]:
     """One replica, no spread: first the summaries of nodes ``rows[first:first + n_rows]``
     refreshed (all when ``n_rows < 0``, none when 0; one call where two would pay their
     dispatch twice), then ``_blocks_best`` and the chosen node's best-fit devices in ``out_dev``
     (-1 padded), as the batch kernel chooses them. Returns the node (-1: none fits), its score
     and the devices as a bit set (bit ``d`` for device ``d``; -1 when a node has more than 62
-    devices: read ``out_dev``). ``bounds`` is ``_blocks_best``'s scratch. An empty ``wt``
+    devices: read ``out_dev``). ``bounds`` is ``_blocks_best``'s scratch. An empty ``weights``
     weighs 1 every column the request asks for and 0 the others (``kernel_inputs.
-    weight_rows`` without weights), written into ``wt_row`` (scratch, a float64 per column):
-    a first call of a shape then builds one array, not two."""
-    if wt.shape[0] == 0:
-        for c in range(rq.shape[0]):
-            wt_row[c] = 1.0 if rq[c] > 0 else 0.0
-        wt = wt_row
+    weight_rows`` without weights), written into ``weight_row`` (scratch, a float64 per
+    column): a first call of a shape then builds one array, not two."""
+    if weights.shape[0] == 0:
+        for c in range(request.shape[0]):
+            weight_row[c] = 1.0 if request[c] > 0 else 0.0
+        weights = weight_row
     if n_rows != 0:
-        _refresh_blocks(free, gpu_free, inv_cap, inv_max_cap, perm, bstart, block_of, sstart,
-                        super_of, hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums, node_offer,
-                        rows[first:], n_rows)  # fmt: skip
-    none = perm[:0]
+        _refresh_blocks(nodes, layout, summaries, rows[first:], n_rows)
+    none = layout.node_order[:0]
     zero: int = np.int64(0)  # type: ignore[assignment]  # run-time int64 (config)
-    best, score = _blocks_best(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask,
-                               mask_blocks, mask_supers, select_blocks, select_supers, perm,
-                               bstart, sstart, hi, lo, offer, sums, bcap, binv, s_hi, s_lo,
-                               s_offer, s_sums, scap, sinv, node_offer, rq, wt, none, none, zero,
-                               bounds)  # fmt: skip
+    best, score = _blocks_best(policy, nodes, mask, mask_blocks, mask_supers, select_blocks,
+                               select_supers, layout, summaries, request, weights, none, none,
+                               zero, bounds)  # fmt: skip
     out_dev[:] = -1
     bits = 0
     if best >= 0:
-        _best_fit_devices(gpu_free, best, rq[GPU], out_dev)
+        _best_fit_devices(nodes.gpu_free, best, request[GPU], out_dev)
         for d in out_dev:
             if d >= 0:
                 bits = bits | (1 << d) if d < 63 and bits >= 0 else -1

@@ -23,7 +23,7 @@ the two, which keeps the exact one for blocks of identical nodes.
 BALANCED_ALLOCATION is not monotone: a (super)block whose nodes have equal free amounts gets its
 exact score; otherwise the bound is ``100 · (1 − sqrt(V)) + 1e-9`` for a lower bound ``V`` on the
 variance of the ``k`` weighted utilisations ``u_c`` after placing (the slack covers rounding;
-scores are at most 100). ``V`` is the largest of: ``gap² / 2k`` with ``gap = max lo − min hi``
+scores are at most 100). ``V`` is the largest of: ``gap² / 2k`` with ``gap = max low − min high``
 over per-column utilisation intervals ``[lo_c, hi_c]`` (two columns that far apart); per pair
 ``p`` of cpu, memory, gpu, ``e_p² / 2k`` where ``e_p`` is how far from 0 the pair's difference
 ``u_c − u_c'`` must be, read from the row's extremes of ``free_c/cap_c − free_c'/cap_c'`` (the
@@ -32,7 +32,7 @@ request and the capacity row are constant over the row); and ``Σ_p e_p² / k²`
 case after a while of one policy) have narrow pair ranges where the per-column box is wide.
 
 DOT_PRODUCT ``Σ a_c · x_c`` (``a_c = w_c·req_c/cap_c``, ``x_c = free_c/cap_c``) is bounded by the
-smaller of the score on the ``hi`` row and a telescoped sum over nested subsets of cpu, memory,
+smaller of the score on the ``high`` row and a telescoped sum over nested subsets of cpu, memory,
 gpu taken by decreasing ``a_c``: ``(a_1−a_2)·max x_1 + (a_2−a_3)·max (x_1+x_2) + a_3·max Σx``,
 read from the stored subset sums, with a slack of ``1e-9·(1 + bound)`` (the terms are
 non-negative, so rounding is relative).
@@ -68,15 +68,15 @@ _SLACK = 1e-9
 def _bound(
     policy: int,
     i: int,
-    hi: np.ndarray,
-    lo: np.ndarray,
+    high: np.ndarray,
+    low: np.ndarray,
     offer: np.ndarray,
     sums: np.ndarray,
-    cap: np.ndarray,
-    inv: np.ndarray,
-    inv_max_cap: np.ndarray,
-    rq: np.ndarray,
-    wt: np.ndarray,
+    capacity: np.ndarray,
+    inv_capacity: np.ndarray,
+    inv_max_capacity: np.ndarray,
+    request: np.ndarray,
+    weights: np.ndarray,
     weight_sum: float,
     trusted: bool,
     plain: int,
@@ -85,54 +85,57 @@ def _bound(
     """Row ``i``'s bound (module docstring): ``-inf`` when none of its nodes can fit. ``plain``
     is the subset of cpu/memory/gpu carrying plain weights (0: not plain), ``factor``
     ``100·w/Σw``. The monotone bounds are ``fit._score`` itself on the summary rows."""
-    if not _may_fit(i, hi, offer, rq):
+    if not _may_fit(i, high, offer, request):
         return -np.inf
     if not trusted:
         return np.inf
     if policy == FIRST_FIT:
         return 0.0
-    if policy == BALANCED_ALLOCATION and not _alike(i, hi, lo, wt):
-        return _balanced_bound(i, hi, lo, sums, cap, inv, rq, wt)
+    if policy == BALANCED_ALLOCATION and not _alike(i, high, low, weights):
+        return _balanced_bound(i, high, low, sums, capacity, inv_capacity, request, weights)
     # The score itself on the summary row (BALANCED_ALLOCATION: alike nodes, their own score).
-    u = _score(policy, lo if policy in (MOST_ALLOCATED, BEST_FIT) else hi, cap, inv, inv_max_cap,
-               i, rq, wt, weight_sum)  # fmt: skip
+    free_row = low if policy in (MOST_ALLOCATED, BEST_FIT) else high
+    u = _score(policy, free_row, capacity, inv_capacity, inv_max_capacity, i, request, weights,
+               weight_sum)  # fmt: skip
     if policy == DOT_PRODUCT:
-        return min(u, _dot_bound(i, hi, sums, inv, rq, wt))
+        return min(u, _dot_bound(i, high, sums, inv_capacity, request, weights))
     if plain == 0 or policy == BALANCED_ALLOCATION:
         return u
-    k = 0.0
-    kc = 0.0
+    # Over the plain columns: Σ req_c / cap_c (BEST_FIT: / maxcap_c), and Σ cap_c / cap_c
+    # (the count of columns the row has, as the same float the scores' terms sum to).
+    request_share = 0.0
+    capacity_share = 0.0
     for c in range(3):
         if plain & (1 << c):
             if policy == BEST_FIT:
-                k += rq[c] * inv_max_cap[c]
+                request_share += request[c] * inv_max_capacity[c]
             else:
-                k += rq[c] * inv[i, c]
-                kc += cap[i, c] * inv[i, c]
-    a: float = 100.0 - factor * (sums[i, _H_MIN, plain] - k)
+                request_share += request[c] * inv_capacity[i, c]
+                capacity_share += capacity[i, c] * inv_capacity[i, c]
+    linear: float = 100.0 - factor * (sums[i, _H_MIN, plain] - request_share)
     if policy == LEAST_ALLOCATED:
-        a = factor * (sums[i, _G_MAX, plain] - k)
+        linear = factor * (sums[i, _G_MAX, plain] - request_share)
     elif policy == MOST_ALLOCATED:
-        a = factor * (kc - sums[i, _G_MIN, plain] + k)
-    return min(u, a + _SLACK)
+        linear = factor * (capacity_share - sums[i, _G_MIN, plain] + request_share)
+    return min(u, linear + _SLACK)
 
 
 @inline_kernel
-def _may_fit(i: int, hi: np.ndarray, offer: np.ndarray, rq: np.ndarray) -> bool:
+def _may_fit(i: int, high: np.ndarray, offer: np.ndarray, request: np.ndarray) -> bool:
     """Row ``i`` may hold a node that fits: every column's largest free amount and its best GPU
     offer cover the request."""
-    for c in range(rq.shape[0]):
-        if hi[i, c] < rq[c]:
+    for c in range(request.shape[0]):
+        if high[i, c] < request[c]:
             return False
-    g = rq[GPU]
+    g = request[GPU]
     return not (g > 0 and offer[i] < g)
 
 
 @inline_kernel
-def _alike(i: int, hi: np.ndarray, lo: np.ndarray, wt: np.ndarray) -> bool:
+def _alike(i: int, high: np.ndarray, low: np.ndarray, weights: np.ndarray) -> bool:
     """Row ``i``'s nodes have equal free amounts on every weighted column."""
-    for c in range(wt.shape[0]):  # noqa: SIM110  # numba compiles loops, not genexps
-        if wt[c] > 0.0 and hi[i, c] != lo[i, c]:
+    for c in range(weights.shape[0]):  # noqa: SIM110  # numba compiles loops, not genexps
+        if weights[c] > 0.0 and high[i, c] != low[i, c]:
             return False
     return True
 
@@ -140,24 +143,26 @@ def _alike(i: int, hi: np.ndarray, lo: np.ndarray, wt: np.ndarray) -> bool:
 @inline_kernel
 def _balanced_bound(
     i: int,
-    hi: np.ndarray,
-    lo: np.ndarray,
+    high: np.ndarray,
+    low: np.ndarray,
     sums: np.ndarray,
-    cap: np.ndarray,
-    inv: np.ndarray,
-    rq: np.ndarray,
-    wt: np.ndarray,
+    capacity: np.ndarray,
+    inv_capacity: np.ndarray,
+    request: np.ndarray,
+    weights: np.ndarray,
 ) -> float:
     """BALANCED_ALLOCATION's bound for a row of unlike nodes (module docstring): the largest of
     three lower bounds on the variance of the utilisations ``u`` after placing, as a score."""
     k_cols = 0
     top_lo = -np.inf
     bottom_hi = np.inf
-    for c in range(rq.shape[0]):
-        if wt[c] > 0.0:
+    for c in range(request.shape[0]):
+        if weights[c] > 0.0:
             k_cols += 1
-            x_lo = min(1.0, (cap[i, c] - hi[i, c] + rq[c]) * inv[i, c])
-            x_hi = min(1.0, (cap[i, c] - max(lo[i, c], rq[c]) + rq[c]) * inv[i, c])
+            x_lo = min(1.0, (capacity[i, c] - high[i, c] + request[c]) * inv_capacity[i, c])
+            x_hi = min(
+                1.0, (capacity[i, c] - max(low[i, c], request[c]) + request[c]) * inv_capacity[i, c]
+            )
             top_lo = max(top_lo, x_lo)
             bottom_hi = min(bottom_hi, x_hi)
     if k_cols == 0:
@@ -169,15 +174,15 @@ def _balanced_bound(
     for t in _PAIRS:
         c = 1 if t == 6 else 0
         d = 1 if t == 3 else 2
-        if wt[c] > 0.0 and wt[d] > 0.0:
+        if weights[c] > 0.0 and weights[d] > 0.0:
             # u_c − u_d = (e_c − e_d) + (r_c − r_d) − (x_c − x_d): e is 1 where the row has
-            # capacity (0 where inv is 0, and so is u), r = req / cap, x = free / cap.
-            e_c = 1.0 if inv[i, c] > 0.0 else 0.0
-            e_d = 1.0 if inv[i, d] > 0.0 else 0.0
-            base = (e_c - e_d) + (rq[c] * inv[i, c] - rq[d] * inv[i, d])
-            low = base - sums[i, _D_MAX, t]
-            high = base - sums[i, _D_MIN, t]
-            apart = low if low > 0.0 else (-high if high < 0.0 else 0.0)
+            # capacity (0 where inv_capacity is 0, and so is u), r = req / cap, x = free / cap.
+            e_c = 1.0 if inv_capacity[i, c] > 0.0 else 0.0
+            e_d = 1.0 if inv_capacity[i, d] > 0.0 else 0.0
+            base = (e_c - e_d) + (request[c] * inv_capacity[i, c] - request[d] * inv_capacity[i, d])
+            least = base - sums[i, _D_MAX, t]
+            most = base - sums[i, _D_MIN, t]
+            apart = least if least > 0.0 else (-most if most < 0.0 else 0.0)
             squares += apart * apart
             var = max(var, apart * apart / (2.0 * k))
     var = max(var, squares / (k * k))
@@ -189,24 +194,26 @@ def _balanced_bound(
 @inline_kernel
 def _dot_bound(
     i: int,
-    hi: np.ndarray,
+    high: np.ndarray,
     sums: np.ndarray,
-    inv: np.ndarray,
-    rq: np.ndarray,
-    wt: np.ndarray,
+    inv_capacity: np.ndarray,
+    request: np.ndarray,
+    weights: np.ndarray,
 ) -> float:
     """DOT_PRODUCT's bound from the subset sums (module docstring): with ``a_c = w_c·req_c/cap_c``
-    sorted ``a_1 >= a_2 >= a_3`` over cpu, memory, gpu and ``x = free / cap``,
+    sorted ``a_1 >= a_2 >= a_3`` over cpu, memory, gpu and ``x = free / capacity``,
     ``Σ a_c·x_c = (a_1−a_2)·x_1 + (a_2−a_3)·(x_1+x_2) + a_3·(x_1+x_2+x_3)``, each term at most
     its coefficient times the row's largest sum over that subset; other columns at their
     largest free amount."""
     extra = 0.0
-    for c in range(3, rq.shape[0]):
-        if wt[c] > 0.0:
-            extra += wt[c] * ((rq[c] * inv[i, c]) * (hi[i, c] * inv[i, c]))
-    a1 = wt[0] * (rq[0] * inv[i, 0]) if wt[0] > 0.0 else 0.0
-    a2 = wt[1] * (rq[1] * inv[i, 1]) if wt[1] > 0.0 else 0.0
-    a4 = wt[2] * (rq[2] * inv[i, 2]) if wt[2] > 0.0 else 0.0
+    for c in range(3, request.shape[0]):
+        if weights[c] > 0.0:
+            extra += weights[c] * (
+                (request[c] * inv_capacity[i, c]) * (high[i, c] * inv_capacity[i, c])
+            )
+    a1 = weights[0] * (request[0] * inv_capacity[i, 0]) if weights[0] > 0.0 else 0.0
+    a2 = weights[1] * (request[1] * inv_capacity[i, 1]) if weights[1] > 0.0 else 0.0
+    a4 = weights[2] * (request[2] * inv_capacity[i, 2]) if weights[2] > 0.0 else 0.0
     # Sort (a, bit) descending: three compare-and-swaps.
     v1, b1, v2, b2, v3, b3 = a1, 1, a2, 2, a4, 4
     if v2 > v1:
@@ -224,23 +231,23 @@ def _dot_bound(
 
 
 @kernel
-def _weight_terms(wt: np.ndarray) -> tuple[float, bool, int, float]:
+def _weight_terms(weights: np.ndarray) -> tuple[float, bool, int, float]:
     """What the bounds take from a weight row: the weight sum (1 when not positive), whether
     every weight is finite (``trusted``: else no bound is trusted), the subset of cpu, memory,
     gpu carrying plain weights (0: not plain) and ``factor = 100·w/Σw`` (module docstring)."""
     weight_sum = 0.0
     trusted = True
-    for c in range(wt.shape[0]):
-        weight_sum += wt[c]
-        if not math.isfinite(wt[c]):
+    for c in range(weights.shape[0]):
+        weight_sum += weights[c]
+        if not math.isfinite(weights[c]):
             trusted = False
     if weight_sum <= 0.0:
         weight_sum = 1.0
     trusted = trusted and math.isfinite(weight_sum)
     plain = 0  # the subset of cpu/memory/gpu with plain weights (module docstring)
     w_plain = 0.0
-    for c in range(wt.shape[0]):
-        w = wt[c]
+    for c in range(weights.shape[0]):
+        w = weights[c]
         if w == 0.0:
             continue
         if c >= 3 or not w > 0.0 or (plain != 0 and w != w_plain):
@@ -259,20 +266,20 @@ def _bound_rows(
     policy: int,
     first: int,
     stop: int,
-    hi: np.ndarray,
-    lo: np.ndarray,
+    high: np.ndarray,
+    low: np.ndarray,
     offer: np.ndarray,
     sums: np.ndarray,
-    cap: np.ndarray,
-    inv: np.ndarray,
-    inv_max_cap: np.ndarray,
+    capacity: np.ndarray,
+    inv_capacity: np.ndarray,
+    inv_max_capacity: np.ndarray,
     row_mask: np.ndarray,
     row_select: np.ndarray,
-    perm: np.ndarray,
-    bstart: np.ndarray,
-    sstart: np.ndarray,
-    rq: np.ndarray,
-    wt: np.ndarray,
+    node_order: np.ndarray,
+    block_start: np.ndarray,
+    super_start: np.ndarray,
+    request: np.ndarray,
+    weights: np.ndarray,
     weight_sum: float,
     trusted: bool,
     plain: int,
@@ -283,7 +290,7 @@ def _bound_rows(
     (the lowest first node on ties), -1 when none can fit. A row is bounded when both
     ``row_mask`` and ``row_select`` hold for it (a static mask's levels in two parts: its
     nodes' class and the selector; ``kernels.blocks._blocks_best``), else it gets ``-inf``.
-    Rows are superblocks when ``sstart`` is given (their first block's first node leads them),
+    Rows are superblocks when ``super_start`` is given (their first block's first node leads them),
     else blocks. One function for both levels, so that ``_bound`` is compiled once."""
     top = -np.inf
     top_row = -1
@@ -291,10 +298,11 @@ def _bound_rows(
     for i in range(first, stop):
         u = -np.inf
         if row_mask[i] and row_select[i]:
-            u = _bound(policy, i, hi, lo, offer, sums, cap, inv, inv_max_cap, rq, wt, weight_sum,
-                       trusted, plain, factor)  # fmt: skip
+            u = _bound(policy, i, high, low, offer, sums, capacity, inv_capacity,
+                       inv_max_capacity, request, weights, weight_sum, trusted, plain,
+                       factor)  # fmt: skip
         out[i] = u
-        node = perm[bstart[sstart[i] if sstart.shape[0] > 0 else i]]
+        node = node_order[block_start[super_start[i] if super_start.shape[0] > 0 else i]]
         if u > top or (u == top and top_row >= 0 and node < top_node):
             top = u
             top_row = i

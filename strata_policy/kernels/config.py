@@ -3,7 +3,8 @@
 Every kernel is compiled with ``JIT``: ``nogil`` so that the gRPC server's worker threads can
 run placements side by side, ``cache`` so that a restarted server loads the machine code from
 ``__pycache__`` instead of compiling again. Setting ``NUMBA_DISABLE_JIT=1`` in the environment
-turns every kernel into plain Python (numba honours it itself), which is how coverage runs.
+turns every kernel into plain Python (numba honours it itself), which is how coverage runs and
+how ``make test`` runs the tests marked ``nojit`` a second time.
 Kernels are declared with ``@kernel``, which is ``njit(**JIT)`` keeping the function's type.
 
 Every kernel is also compiled *without numba's reference counting* (``_nrt=False``): a kernel

@@ -52,31 +52,32 @@ def _node_hash(seed: np.uint64, replica: int, n: int) -> np.uint64:
 
 
 @kernel
-def _device_draw(h: np.uint64, i: int) -> np.uint64:
+def _device_draw(node_hash: np.uint64, i: int) -> np.uint64:
     """The ``i``-th device draw derived from a node's hash."""
-    return _mix64(h ^ (_DEVICE_SALT + np.uint64(i)))
+    return _mix64(node_hash ^ (_DEVICE_SALT + np.uint64(i)))
 
 
 @inline_kernel
-def _resources_fit(free: np.ndarray, n: int, req: np.ndarray) -> int:
+def _resources_fit(free: np.ndarray, n: int, request: np.ndarray) -> int:
     """-1 when every column fits, else the first short column."""
-    for c in range(req.shape[0]):
-        if free[n, c] < req[c]:
+    for c in range(request.shape[0]):
+        if free[n, c] < request[c]:
             return c
     return -1
 
 
 @inline_kernel
-def _gpu_fits(gpu_free: np.ndarray, n: int, g: int) -> bool:
-    """Device-level GPU fit: a share needs one device with ``>= g``; ``k × 1000`` k free ones."""
-    if g == 0:
+def _gpu_fits(gpu_free: np.ndarray, n: int, gpu_milli: int) -> bool:
+    """Device-level GPU fit: a share needs one device with ``>= gpu_milli`` free; ``k × 1000``
+    needs k fully free ones."""
+    if gpu_milli == 0:
         return True
-    if g < MILLI:
+    if gpu_milli < MILLI:
         for d in range(gpu_free.shape[1]):  # noqa: SIM110  # numba compiles loops, not genexps
-            if gpu_free[n, d] >= g:
+            if gpu_free[n, d] >= gpu_milli:
                 return True
         return False
-    need = g // MILLI
+    need = gpu_milli // MILLI
     for d in range(gpu_free.shape[1]):
         if gpu_free[n, d] == MILLI:
             need -= 1
@@ -86,45 +87,48 @@ def _gpu_fits(gpu_free: np.ndarray, n: int, g: int) -> bool:
 
 
 @kernel
-def _best_fit_devices(gpu_free: np.ndarray, n: int, g: int, out: np.ndarray) -> None:
-    """Best-fit devices into ``out`` (-1 padded): the share's device with least free that fits
-    (lowest index on ties); the lowest-indexed fully free devices for whole ones."""
+def _best_fit_devices(gpu_free: np.ndarray, n: int, gpu_milli: int, out: np.ndarray) -> None:
+    """Best-fit devices of node ``n`` into ``out`` (-1 padded): the share's device with least
+    free that fits (lowest index on ties); the lowest-indexed fully free devices for whole
+    ones."""
     out[:] = -1
-    if g == 0:
+    if gpu_milli == 0:
         return
-    if g < MILLI:
+    if gpu_milli < MILLI:
         best = -1
         for d in range(gpu_free.shape[1]):
             f = gpu_free[n, d]
-            if f >= g and (best < 0 or f < gpu_free[n, best]):
+            if f >= gpu_milli and (best < 0 or f < gpu_free[n, best]):
                 best = d
         out[0] = best
         return
-    k = 0
-    need = g // MILLI
+    taken = 0
+    need = gpu_milli // MILLI
     for d in range(gpu_free.shape[1]):
-        if k < need and gpu_free[n, d] == MILLI:
-            out[k] = d
-            k += 1
+        if taken < need and gpu_free[n, d] == MILLI:
+            out[taken] = d
+            taken += 1
 
 
 @kernel
-def _random_devices(gpu_free: np.ndarray, n: int, g: int, h: np.uint64, out: np.ndarray) -> None:
-    """Uniformly random fitting devices (seeded by ``h``), ascending: a partial Fisher–Yates
-    shuffle over the fitting devices in index order (in ``out`` itself, which has a slot per
-    device), then the chosen ones sorted."""
+def _random_devices(
+    gpu_free: np.ndarray, n: int, gpu_milli: int, node_hash: np.uint64, out: np.ndarray
+) -> None:
+    """Uniformly random fitting devices of node ``n`` (seeded by ``node_hash``), ascending: a
+    partial Fisher–Yates shuffle over the fitting devices in index order (in ``out`` itself,
+    which has a slot per device), then the chosen ones sorted."""
     out[:] = -1
-    if g == 0:
+    if gpu_milli == 0:
         return
-    per = g if g < MILLI else MILLI
-    need = 1 if g < MILLI else g // MILLI
+    per = gpu_milli if gpu_milli < MILLI else MILLI
+    need = 1 if gpu_milli < MILLI else gpu_milli // MILLI
     count = 0
     for d in range(gpu_free.shape[1]):
         if gpu_free[n, d] >= per:
             out[count] = d
             count += 1
     for i in range(need):
-        j = i + int(_device_draw(h, i) % np.uint64(count - i))
+        j = i + int(_device_draw(node_hash, i) % np.uint64(count - i))
         out[i], out[j] = out[j], out[i]
     for i in range(1, need):  # insertion sort of the chosen few
         x = out[i]
@@ -141,53 +145,55 @@ def _score(
     policy: int,
     free: np.ndarray,
     capacity: np.ndarray,
-    inv_cap: np.ndarray,
-    inv_max_cap: np.ndarray,
+    inv_capacity: np.ndarray,
+    inv_max_capacity: np.ndarray,
     n: int,
-    req: np.ndarray,
+    request: np.ndarray,
     weights: np.ndarray,
     weight_sum: float,
 ) -> float:
     """The score of a feasible node under a resource policy (higher wins); see DESIGN §3.
 
-    ``f`` terms use the node's own capacity (``inv_cap`` holds ``1/cap``, 0 where the node has
+    ``f`` terms use the node's own capacity (``inv_capacity`` holds ``1/cap``, 0 where the node has
     none); BEST_FIT measures what is left over against the cluster's largest node per resource
-    (``inv_max_cap``), so that absolute leftovers compare across node sizes.
+    (``inv_max_capacity``), so that absolute leftovers compare across node sizes.
     """
     s = 0.0
     if policy == LEAST_ALLOCATED:
-        for c in range(req.shape[0]):
+        for c in range(request.shape[0]):
             if weights[c] > 0.0:
-                s += weights[c] * ((free[n, c] - req[c]) * inv_cap[n, c])
+                s += weights[c] * ((free[n, c] - request[c]) * inv_capacity[n, c])
         return s * 100.0 / weight_sum
     if policy == MOST_ALLOCATED:
-        for c in range(req.shape[0]):
+        for c in range(request.shape[0]):
             if weights[c] > 0.0:
-                s += weights[c] * ((capacity[n, c] - free[n, c] + req[c]) * inv_cap[n, c])
+                s += weights[c] * ((capacity[n, c] - free[n, c] + request[c]) * inv_capacity[n, c])
         return s * 100.0 / weight_sum
     if policy == BEST_FIT:
-        for c in range(req.shape[0]):
+        for c in range(request.shape[0]):
             if weights[c] > 0.0:
-                s += weights[c] * ((free[n, c] - req[c]) * inv_max_cap[c])
+                s += weights[c] * ((free[n, c] - request[c]) * inv_max_capacity[c])
         return 100.0 * (1.0 - s / weight_sum)
     if policy == DOT_PRODUCT:
-        for c in range(req.shape[0]):
+        for c in range(request.shape[0]):
             if weights[c] > 0.0:
-                s += weights[c] * ((req[c] * inv_cap[n, c]) * (free[n, c] * inv_cap[n, c]))
+                s += weights[c] * (
+                    (request[c] * inv_capacity[n, c]) * (free[n, c] * inv_capacity[n, c])
+                )
         return s
     if policy == BALANCED_ALLOCATION:
-        k = 0
-        for c in range(req.shape[0]):
+        n_weighted = 0
+        for c in range(request.shape[0]):
             if weights[c] > 0.0:
-                s += min(1.0, (capacity[n, c] - free[n, c] + req[c]) * inv_cap[n, c])
-                k += 1
-        if k == 0:
+                s += min(1.0, (capacity[n, c] - free[n, c] + request[c]) * inv_capacity[n, c])
+                n_weighted += 1
+        if n_weighted == 0:
             return 100.0
-        mean = s / k
+        mean = s / n_weighted
         var = 0.0
-        for c in range(req.shape[0]):
+        for c in range(request.shape[0]):
             if weights[c] > 0.0:
-                x = min(1.0, (capacity[n, c] - free[n, c] + req[c]) * inv_cap[n, c]) - mean
+                x = min(1.0, (capacity[n, c] - free[n, c] + request[c]) * inv_capacity[n, c]) - mean
                 var += x * x
-        return (1.0 - math.sqrt(var / k)) * 100.0
+        return (1.0 - math.sqrt(var / n_weighted)) * 100.0
     return 0.0

@@ -6,14 +6,15 @@ shape, GPU model not allowed, fewer than ``k_m`` devices with ``>= g_m`` free, o
 ``c_m`` CPU free), and otherwise the idle milli on devices with less than ``g_m`` free. The node's
 expected fragmentation is ``F_n = Σ_m p_m F_n(m)`` (Weng et al., ATC 2023).
 
-A placement changes ``kc`` devices of one node from ``f_old`` to ``f_new`` free (one device for
-a share, ``k`` devices 1000 → 0 for whole GPUs, none for CPU-only work) and lowers its CPU. So
+A placement changes ``n_changed`` devices of one node from ``f_old`` to ``f_new`` free (one
+device for a share, ``k`` devices 1000 → 0 for whole GPUs, none for CPU-only work) and lowers its
+CPU. So
 ``F_n(m)`` after it follows in O(1) from two cached per-(node, shape) statistics: how many
 devices have ``>= g_m`` free (``count_ge``) and the free milli on the others (``below``). The
 kernels below keep those statistics and evaluate ``ΔF = Σ_m p_m (F_after(m) − F_before(m))``
 without touching the device list again.
 
-Three scores (``mode``), higher wins, ties to the lowest node index:
+Three scores (``fgd_mode``), higher wins, ties to the lowest node index:
 
 - ``FGD_UNTRUNCATED``: ``−ΔF``. The strict minimum; on the openb trace it concentrates load and
   allocates about a point less than the paper's score.
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from strata_policy.kernels.arrays import FragArrays
 from strata_policy.kernels.config import kernel
 from strata_policy.kernels.fit import CPU, GPU, MILLI
 
@@ -43,36 +45,36 @@ FGD_REFINED = 2
 
 @kernel
 def _frag_row(
-    gpu_free: np.ndarray, n: int, t_gpu: np.ndarray, count_ge: np.ndarray, below: np.ndarray
+    gpu_free: np.ndarray, n: int, shape_gpu: np.ndarray, count_ge: np.ndarray, below: np.ndarray
 ) -> None:
-    """Recompute node ``n``'s statistics for every shape."""
-    for m in range(t_gpu.shape[0]):
-        g = t_gpu[m]
-        cg = 0
-        bl = 0
+    """Recompute node ``n``'s statistics for every shape (``FragArrays.count_ge``/``below``)."""
+    for m in range(shape_gpu.shape[0]):
+        per_device = shape_gpu[m]
+        fitting = 0
+        milli_below = 0
         for d in range(gpu_free.shape[1]):
             f = gpu_free[n, d]
             if f < 0:
                 continue
-            if f >= g:
-                cg += 1
+            if f >= per_device:
+                fitting += 1
             else:
-                bl += f
-        count_ge[n, m] = cg
-        below[n, m] = bl
+                milli_below += f
+        count_ge[n, m] = fitting
+        below[n, m] = milli_below
 
 
 @kernel
 def _frag_rows(
     gpu_free: np.ndarray,
     rows: np.ndarray,
-    t_gpu: np.ndarray,
+    shape_gpu: np.ndarray,
     count_ge: np.ndarray,
     below: np.ndarray,
 ) -> None:
     """Recompute the statistics of the listed nodes (the stale ones)."""
     for i in range(rows.shape[0]):
-        _frag_row(gpu_free, rows[i], t_gpu, count_ge, below)
+        _frag_row(gpu_free, rows[i], shape_gpu, count_ge, below)
 
 
 @kernel
@@ -83,53 +85,50 @@ def _frag_delta(
     gpu_req: int,
     f_old: int,
     f_new: int,
-    kc: int,
-    t_cpu: np.ndarray,
-    t_gpu: np.ndarray,
-    t_k: np.ndarray,
-    t_w: np.ndarray,
-    model_ok: np.ndarray,
-    count_ge: np.ndarray,
-    below: np.ndarray,
+    n_changed: int,
+    frag: FragArrays,
 ) -> float:
-    """``ΔF_n`` when ``kc`` devices of node ``n`` go from ``f_old`` to ``f_new`` free milli and
-    its CPU drops by ``cpu_req`` (``gpu_req`` milli in all)."""
+    """``ΔF_n`` when ``n_changed`` devices of node ``n`` go from ``f_old`` to ``f_new`` free
+    milli and its CPU drops by ``cpu_req`` (``gpu_req`` milli in all)."""
     cpu_b = free[n, CPU]
     cpu_a = cpu_b - cpu_req
     tot_b = free[n, GPU]
     tot_a = tot_b - gpu_req
     delta = 0.0
-    for m in range(t_gpu.shape[0]):
-        g = t_gpu[m]
-        if g == 0 or not model_ok[n, m]:
-            delta += t_w[m] * (tot_a - tot_b)
+    for m in range(frag.shape_gpu.shape[0]):
+        per_device = frag.shape_gpu[m]
+        weight = frag.shape_weight[m]
+        if per_device == 0 or not frag.model_allowed[n, m]:
+            delta += weight * (tot_a - tot_b)
             continue
-        cg = count_ge[n, m]
-        bl = below[n, m]
-        fb = bl if (cpu_b >= t_cpu[m] and cg >= t_k[m]) else tot_b
-        if f_old >= g:
-            cg -= kc
+        fitting = frag.count_ge[n, m]
+        milli_below = frag.below[n, m]
+        runs = cpu_b >= frag.shape_cpu[m] and fitting >= frag.shape_devices[m]
+        fb = milli_below if runs else tot_b
+        if f_old >= per_device:
+            fitting -= n_changed
         else:
-            bl -= kc * f_old
-        if f_new >= g:
-            cg += kc
+            milli_below -= n_changed * f_old
+        if f_new >= per_device:
+            fitting += n_changed
         else:
-            bl += kc * f_new
-        fa = bl if (cpu_a >= t_cpu[m] and cg >= t_k[m]) else tot_a
-        delta += t_w[m] * (fa - fb)
+            milli_below += n_changed * f_new
+        runs = cpu_a >= frag.shape_cpu[m] and fitting >= frag.shape_devices[m]
+        fa = milli_below if runs else tot_a
+        delta += weight * (fa - fb)
     return delta
 
 
 @kernel
-def _cpu_per_gpu(t_cpu: np.ndarray, t_gpu: np.ndarray, t_k: np.ndarray, t_w: np.ndarray) -> float:
+def _cpu_per_gpu(frag: FragArrays) -> float:
     """``ρ``: the GPU shapes' expected CPU per GPU milli (0 when the mix has no GPU shape)."""
-    c = 0.0
-    g = 0.0
-    for m in range(t_gpu.shape[0]):
-        if t_gpu[m] > 0:
-            c += t_w[m] * t_cpu[m]
-            g += t_w[m] * (t_gpu[m] * t_k[m])
-    return c / g if g > 0.0 else 0.0
+    cpu = 0.0
+    gpu = 0.0
+    for m in range(frag.shape_gpu.shape[0]):
+        if frag.shape_gpu[m] > 0:
+            cpu += frag.shape_weight[m] * frag.shape_cpu[m]
+            gpu += frag.shape_weight[m] * (frag.shape_gpu[m] * frag.shape_devices[m])
+    return cpu / gpu if gpu > 0.0 else 0.0
 
 
 @kernel
@@ -142,20 +141,20 @@ def _stranded(cpu: int, idle: int, rho: float) -> float:
 
 @kernel
 def _frag_score(
-    delta: float, mode: int, free: np.ndarray, n: int, cpu_req: int, gpu_req: int, left: int,
-    rho: float,
+    delta: float, fgd_mode: int, free: np.ndarray, n: int, cpu_req: int, gpu_req: int,
+    left: int, rho: float,
 ) -> float:  # fmt: skip
     """Higher wins (see the module docstring): ``−ΔF``, the paper's truncated score, or the
     refined one for a placement taking ``cpu_req``/``gpu_req`` from node ``n`` and leaving its
     device ``left`` free milli (a share; -1 otherwise)."""
-    if mode == FGD_UNTRUNCATED:
+    if fgd_mode == FGD_UNTRUNCATED:
         return -delta
-    if mode == FGD_REFINED:
+    if fgd_mode == FGD_REFINED:
         cpu_b = free[n, CPU]
         tot_b = free[n, GPU]
         delta += _stranded(cpu_b - cpu_req, tot_b - gpu_req, rho) - _stranded(cpu_b, tot_b, rho)
     score = float(int(100.0 / (1.0 + np.exp(delta / 1000.0))))
-    if mode == FGD_REFINED and left >= 0:
+    if fgd_mode == FGD_REFINED and left >= 0:
         score += (MILLI - left) / 2048.0
     return score
 
@@ -166,37 +165,30 @@ def _frag_best(
     gpu_free: np.ndarray,
     n: int,
     cpu_req: int,
-    g: int,
-    t_cpu: np.ndarray,
-    t_gpu: np.ndarray,
-    t_k: np.ndarray,
-    t_w: np.ndarray,
-    model_ok: np.ndarray,
-    count_ge: np.ndarray,
-    below: np.ndarray,
-    mode: int,
+    gpu_req: int,
+    frag: FragArrays,
+    fgd_mode: int,
 ) -> tuple[float, int]:
-    """The best FGD score on node ``n`` and, for a share, the device giving it.
+    """The best FGD score on node ``n`` for a replica of ``cpu_req`` millicores and ``gpu_req``
+    milli-GPUs and, for a share, the device giving it.
 
     A share tries every device that fits (the first index wins ties; devices with equal free
     milli give equal scores, so only the first of each is evaluated); whole GPUs take the
     lowest-indexed fully free devices; CPU-only work changes no device. Returns device -1 when
     no device is chosen by FGD.
     """
-    rho = _cpu_per_gpu(t_cpu, t_gpu, t_k, t_w) if mode == FGD_REFINED else 0.0
-    if g == 0:
-        d0 = _frag_delta(free, n, cpu_req, 0, 0, 0, 0, t_cpu, t_gpu, t_k, t_w, model_ok,
-                         count_ge, below)  # fmt: skip
-        return _frag_score(d0, mode, free, n, cpu_req, 0, -1, rho), -1
-    if g >= MILLI:
-        d1 = _frag_delta(free, n, cpu_req, g, MILLI, 0, g // MILLI, t_cpu, t_gpu, t_k, t_w,
-                         model_ok, count_ge, below)  # fmt: skip
-        return _frag_score(d1, mode, free, n, cpu_req, g, -1, rho), -1
+    rho = _cpu_per_gpu(frag) if fgd_mode == FGD_REFINED else 0.0
+    if gpu_req == 0:
+        d0 = _frag_delta(free, n, cpu_req, 0, 0, 0, 0, frag)
+        return _frag_score(d0, fgd_mode, free, n, cpu_req, 0, -1, rho), -1
+    if gpu_req >= MILLI:
+        d1 = _frag_delta(free, n, cpu_req, gpu_req, MILLI, 0, gpu_req // MILLI, frag)
+        return _frag_score(d1, fgd_mode, free, n, cpu_req, gpu_req, -1, rho), -1
     best = -np.inf
     best_dev = -1
     for d in range(gpu_free.shape[1]):
         f = gpu_free[n, d]
-        if f < g:
+        if f < gpu_req:
             continue
         seen = False
         for e in range(d):
@@ -205,12 +197,15 @@ def _frag_best(
                 break
         if seen:
             continue
-        s = _frag_score(
-            _frag_delta(free, n, cpu_req, g, f, f - g, 1, t_cpu, t_gpu, t_k, t_w, model_ok,
-                        count_ge, below),
-            mode, free, n, cpu_req, g, f - g, rho,
-        )  # fmt: skip
+        delta = _frag_delta(free, n, cpu_req, gpu_req, f, f - gpu_req, 1, frag)
+        s = _frag_score(delta, fgd_mode, free, n, cpu_req, gpu_req, f - gpu_req, rho)
         if s > best:
             best = s
             best_dev = d
     return best, best_dev
+
+
+def check_fgd_mode(fgd_mode: int) -> None:
+    """``fgd_mode`` is one of the three scores above (raises ``ValueError``)."""
+    if not FGD_UNTRUNCATED <= fgd_mode <= FGD_REFINED:
+        raise ValueError(f"fgd_mode {fgd_mode}: expected 0, 1 or 2 (see kernels.frag)")

@@ -2,14 +2,19 @@
 
 ``_static_mask`` visits every node (the per-node mask the batch kernel's scans read);
 ``_static_blocks`` gets the block levels and reason counts from per-block data alone, because
-a block's nodes share schedulability, model and device count (``search.BlockLayout``).
+a block's nodes share schedulability, model and device count (``layout.BlockLayout``).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from strata_policy.kernels.config import inline_kernel, kernel
+
+if TYPE_CHECKING:  # annotations only (layout imports this module)
+    from strata_policy.kernels.layout import BlockLayout
 
 
 @kernel
@@ -22,9 +27,7 @@ def _static_mask(
     gpu_devices: np.ndarray,
     any_model: bool,
     wants_gpu: bool,
-    perm: np.ndarray,
-    bstart: np.ndarray,
-    sstart: np.ndarray,
+    layout: BlockLayout,
     mask: np.ndarray,
     mask_blocks: np.ndarray,
     mask_supers: np.ndarray,
@@ -57,14 +60,15 @@ def _static_mask(
             else:
                 counts[2] += 1
         mask[n] = ok
-    for b in range(bstart.shape[0] - 1):
+    block_start = layout.block_start
+    for b in range(block_start.shape[0] - 1):
         hit = False
-        for j in range(bstart[b], bstart[b + 1]):
-            if mask[perm[j]]:
+        for j in range(block_start[b], block_start[b + 1]):
+            if mask[layout.node_order[j]]:
                 hit = True
                 break
         mask_blocks[b] = hit
-    _supers_of(sstart, mask_blocks, mask_supers)
+    _supers_of(layout.super_start, mask_blocks, mask_supers)
 
 
 @kernel
@@ -73,8 +77,8 @@ def _static_blocks(
     model_allowed: np.ndarray,
     any_model: bool,
     wants_gpu: bool,
-    bstart: np.ndarray,
-    sstart: np.ndarray,
+    block_start: np.ndarray,
+    super_start: np.ndarray,
     hits: np.ndarray,
     mask_blocks: np.ndarray,
     mask_supers: np.ndarray,
@@ -88,8 +92,8 @@ def _static_blocks(
     unschedulable = 0
     selector = 0
     model_miss = 0
-    for b in range(bstart.shape[0] - 1):
-        size = bstart[b + 1] - bstart[b]
+    for b in range(block_start.shape[0] - 1):
+        size = block_start[b + 1] - block_start[b]
         h = hits[b]
         ok = False
         if statics[b, 0] == 0:
@@ -106,16 +110,16 @@ def _static_blocks(
                 model_miss += h
             ok = model and h > 0
         mask_blocks[b] = ok
-    _supers_of(sstart, mask_blocks, mask_supers)
+    _supers_of(super_start, mask_blocks, mask_supers)
     return unschedulable, selector, model_miss
 
 
 @inline_kernel
-def _supers_of(sstart: np.ndarray, mask_blocks: np.ndarray, mask_supers: np.ndarray) -> None:
+def _supers_of(super_start: np.ndarray, mask_blocks: np.ndarray, mask_supers: np.ndarray) -> None:
     """Per superblock, whether any of its blocks passes."""
-    for s in range(sstart.shape[0] - 1):
+    for s in range(super_start.shape[0] - 1):
         hit = False
-        for b in range(sstart[s], sstart[s + 1]):
+        for b in range(super_start[s], super_start[s + 1]):
             if mask_blocks[b]:
                 hit = True
                 break

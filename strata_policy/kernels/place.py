@@ -12,10 +12,13 @@ replica is applied to ``free``/``gpu_free`` (and the FGD statistics) so that lat
 later workloads see it; when a later replica of the gang finds no node, the earlier ones are
 rolled back and the per-node reasons are counted against the state at that moment. The caller
 passes copies when anything is to be applied; with a single one-replica workload and
-``apply_last=False`` nothing is written.
+``apply_last=False`` nothing is written. The arrays come in the bundles of ``kernels.arrays``
+(what each holds, its shape and unit are documented there).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,18 +40,30 @@ from strata_policy.kernels.fit import (
 )
 from strata_policy.kernels.frag import _frag_best, _frag_row
 from strata_policy.kernels.summaries import _refresh_blocks
-from strata_policy.kernels.tree import _tree_sync
+from strata_policy.kernels.tree import _tree_sync, _weight_sum
+
+if TYPE_CHECKING:  # annotations only: numba types the bundles from the values passed
+    from strata_policy.kernels.arrays import (
+        BatchArrays,
+        BatchInputs,
+        BatchScratch,
+        BlockSummaries,
+        FragArrays,
+        NodeArrays,
+    )
+    from strata_policy.kernels.layout import BlockLayout
 
 
 @inline_kernel
-def _spread_ok(spread: np.ndarray, s: int, n: int, used: np.ndarray, r: int) -> bool:
-    """The node carries the spread label and no earlier replica took its value."""
-    if s < 0:
+def _spread_ok(spread: np.ndarray, spread_row: int, n: int, used: np.ndarray, n_used: int) -> bool:
+    """Node ``n`` carries the spread label (``spread[spread_row]``; -1: no spread) and none of
+    the gang's earlier replicas took its value (``used[:n_used]``)."""
+    if spread_row < 0:
         return True
-    code = spread[s, n]
+    code = spread[spread_row, n]
     if code < 0:
         return False
-    for i in range(r):  # noqa: SIM110  # numba compiles loops, not generator expressions
+    for i in range(n_used):  # noqa: SIM110  # numba compiles loops, not generator expressions
         if used[i] == code:
             return False
     return True
@@ -59,18 +74,19 @@ def _apply(
     free: np.ndarray,
     gpu_free: np.ndarray,
     n: int,
-    req: np.ndarray,
+    request: np.ndarray,
     devices: np.ndarray,
     sign: int,
 ) -> None:
-    """Take (``sign=1``) or give back (``sign=-1``) one replica on node ``n``."""
-    for c in range(req.shape[0]):
-        free[n, c] -= sign * req[c]
-    g = req[GPU]
-    per = g if g < MILLI else MILLI
+    """Take (``sign=1``) or give back (``sign=-1``) one replica of ``request`` on node ``n``
+    and its ``devices`` (-1 padded)."""
+    for c in range(request.shape[0]):
+        free[n, c] -= sign * request[c]
+    gpu_milli = request[GPU]
+    per_device = gpu_milli if gpu_milli < MILLI else MILLI
     for i in range(devices.shape[0]):
         if devices[i] >= 0:
-            gpu_free[n, devices[i]] -= sign * per
+            gpu_free[n, devices[i]] -= sign * per_device
 
 
 @kernel
@@ -79,170 +95,122 @@ def _count_reasons(
     gpu_free: np.ndarray,
     mask: np.ndarray,
     spread: np.ndarray,
-    s: int,
+    spread_row: int,
     used: np.ndarray,
-    r: int,
-    req: np.ndarray,
+    n_used: int,
+    request: np.ndarray,
     impossible: bool,
     counts: np.ndarray,
 ) -> None:
     """Per node passing the static mask, its first failing reason: a short column (``counts[c]``;
     a device-level GPU shortfall counts as the gpu column), a resource no node has
     (``counts[R + 1]``), then a spread conflict (``counts[R]``)."""
-    n_res = req.shape[0]
+    n_res = request.shape[0]
     for n in range(free.shape[0]):
         if not mask[n]:
             continue
-        c = _resources_fit(free, n, req)
+        c = _resources_fit(free, n, request)
         if c >= 0:
             counts[c] += 1
-        elif not _gpu_fits(gpu_free, n, req[GPU]):
+        elif not _gpu_fits(gpu_free, n, request[GPU]):
             counts[GPU] += 1
         elif impossible:
             counts[n_res + 1] += 1
-        elif not _spread_ok(spread, s, n, used, r):
+        elif not _spread_ok(spread, spread_row, n, used, n_used):
             counts[n_res] += 1
 
 
 @kernel
 def _place_batch(
-    free: np.ndarray,
-    gpu_free: np.ndarray,
-    capacity: np.ndarray,
-    inv_cap: np.ndarray,
-    inv_max_cap: np.ndarray,
-    masks: np.ndarray,
-    mask_id: np.ndarray,
-    spread: np.ndarray,
-    spread_id: np.ndarray,
-    req: np.ndarray,
-    replicas: np.ndarray,
-    offsets: np.ndarray,
-    weights: np.ndarray,
-    seeds: np.ndarray,
-    impossible: np.ndarray,
     policy: int,
-    apply_last: bool,
-    t_cpu: np.ndarray,
-    t_gpu: np.ndarray,
-    t_k: np.ndarray,
-    t_w: np.ndarray,
-    model_ok: np.ndarray,
-    count_ge: np.ndarray,
-    below: np.ndarray,
     fgd_mode: int,
-    tree_of: np.ndarray,
-    tval: np.ndarray,
-    tidx: np.ndarray,
-    journal: np.ndarray,
+    apply_last: bool,
     use_blocks: bool,
-    mask_blocks: np.ndarray,
-    mask_supers: np.ndarray,
-    perm: np.ndarray,
-    bstart: np.ndarray,
-    block_of: np.ndarray,
-    sstart: np.ndarray,
-    super_of: np.ndarray,
-    bcap: np.ndarray,
-    binv: np.ndarray,
-    scap: np.ndarray,
-    sinv: np.ndarray,
-    hi: np.ndarray,
-    lo: np.ndarray,
-    offer: np.ndarray,
-    sums: np.ndarray,
-    s_hi: np.ndarray,
-    s_lo: np.ndarray,
-    s_offer: np.ndarray,
-    s_sums: np.ndarray,
-    node_offer: np.ndarray,
-    tsync: np.ndarray,
-    used_rows: np.ndarray,
-    bounds: np.ndarray,
-    out_node: np.ndarray,
-    out_dev: np.ndarray,
-    out_score: np.ndarray,
-    out_fit: np.ndarray,
-    out_counts: np.ndarray,
+    nodes: NodeArrays,
+    frag: FragArrays,
+    batch: BatchInputs,
+    layout: BlockLayout,
+    summaries: BlockSummaries,
+    scratch: BatchScratch,
+    out: BatchArrays,
 ) -> None:
-    """Place every workload of the batch in order (see the module docstring). Scratch:
-    ``tsync`` an int64 per tree, ``used_rows`` one per replica of the largest gang,
-    ``bounds`` a float64 per superblock and per block (``_blocks_best``)."""
+    """Place every workload of the batch in order (see the module docstring), into ``out``.
+
+    ``nodes.free``/``gpu_free`` and ``frag``'s statistics take what is applied; ``use_blocks``
+    (resource policies only) finds each replica by the block search over ``layout`` and
+    ``summaries`` (kept up to date here, lazily, from the journal of applied replicas);
+    workloads with a score tree (``batch.tree_of >= 0``) use it whatever ``use_blocks`` says.
+    """
+    free = nodes.free
+    gpu_free = nodes.gpu_free
     n_nodes = free.shape[0]
-    n_work = req.shape[0]
+    n_work = batch.request.shape[0]
     fgd = policy == FRAGMENTATION_AWARE
-    tsync[:] = -1
+    tree_synced_at = scratch.tree_synced_at
+    tree_synced_at[:] = -1
+    journal = scratch.journal
     jlen = 0
-    no_codes = offsets[:0]
-    bsync = 0  # the journal position the block summaries have caught up with
+    no_codes = batch.offsets[:0]
+    blocks_synced_at = 0  # the journal position the block summaries have caught up with
     take: int = np.int64(1)  # type: ignore[assignment]  # run-time int64 (config)
     give_back: int = np.int64(-1)  # type: ignore[assignment]  # run-time int64 (config)
     for w in range(n_work):
-        rq = req[w]
-        wt = weights[w]
-        weight_sum = 0.0
-        for c in range(wt.shape[0]):
-            weight_sum += wt[c]
-        if weight_sum <= 0.0:
-            weight_sum = 1.0
-        mask = masks[mask_id[w]]
-        s = spread_id[w]
-        g = rq[GPU]
-        reps = replicas[w]
-        base = offsets[w]
-        used = used_rows[:reps]
+        request = batch.request[w]
+        weights = batch.weights[w]
+        weight_sum = _weight_sum(weights)
+        mask = batch.masks[batch.mask_id[w]]
+        spread_row = batch.spread_id[w]
+        gpu_milli = request[GPU]
+        replicas = batch.replicas[w]
+        first_row = batch.offsets[w]
+        used = scratch.spread_used[:replicas]
         placed = 0
         last_score = 0.0
-        k = tree_of[w]
-        for r in range(reps):
-            if impossible[w]:
+        tree = batch.tree_of[w]
+        for r in range(replicas):
+            if batch.impossible[w]:
                 break
             best = -1
             best_score = -np.inf
             best_dev = -1
-            if k >= 0:
-                start = tsync[k]
+            if tree >= 0:
+                start = tree_synced_at[tree]
                 if start < 0 or start < jlen:
-                    _tree_sync(policy, free, gpu_free, capacity, inv_cap, inv_max_cap, mask, rq,
-                               wt, t_cpu, t_gpu, t_k, t_w, model_ok, count_ge, below, fgd_mode,
-                               tval, tidx, k, journal[max(start, 0) : jlen],
+                    _tree_sync(policy, nodes, mask, request, weights, frag, fgd_mode,
+                               scratch.tree_score, scratch.tree_node, tree,
+                               journal[max(start, 0) : jlen],
                                jlen - start if start >= 0 else -1)  # fmt: skip
-                    tsync[k] = jlen
-                if tval[k, 1] > -np.inf:
-                    best = tidx[k, 1]
+                    tree_synced_at[tree] = jlen
+                if scratch.tree_score[tree, 1] > -np.inf:
+                    best = scratch.tree_node[tree, 1]
                     if fgd:
-                        best_score, best_dev = _frag_best(free, gpu_free, best, rq[CPU], g, t_cpu,
-                                                          t_gpu, t_k, t_w, model_ok, count_ge,
-                                                          below, fgd_mode)  # fmt: skip
+                        best_score, best_dev = _frag_best(free, gpu_free, best, request[CPU],
+                                                          gpu_milli, frag, fgd_mode)  # fmt: skip
                     elif policy == FIRST_FIT:
                         best_score = 0.0
                     else:
-                        best_score = _score(policy, free, capacity, inv_cap, inv_max_cap, best,
-                                            rq, wt, weight_sum)  # fmt: skip
+                        best_score = _score(policy, free, nodes.capacity, nodes.inv_capacity,
+                                            nodes.inv_max_capacity, best, request, weights,
+                                            weight_sum)  # fmt: skip
             elif use_blocks:
-                if bsync < jlen:
-                    _refresh_blocks(free, gpu_free, inv_cap, inv_max_cap, perm, bstart, block_of,
-                                    sstart, super_of, hi, lo, offer, sums, s_hi, s_lo, s_offer,
-                                    s_sums, node_offer, journal[bsync:jlen],
-                                    jlen - bsync)  # fmt: skip
-                    bsync = jlen
-                m = mask_id[w]
-                codes = spread[s] if s >= 0 else no_codes
-                levels, supers = mask_blocks[m], mask_supers[m]  # one part: passed twice
-                best, best_score = _blocks_best(policy, free, gpu_free, capacity, inv_cap,
-                                                inv_max_cap, mask, levels, supers, levels,
-                                                supers, perm, bstart, sstart, hi, lo, offer,
-                                                sums, bcap, binv, s_hi, s_lo, s_offer, s_sums,
-                                                scap, sinv, node_offer, rq, wt,
-                                                codes, used, r, bounds)  # fmt: skip
-            for n in range(n_nodes if k < 0 and not use_blocks else 0):
+                if blocks_synced_at < jlen:
+                    _refresh_blocks(nodes, layout, summaries, journal[blocks_synced_at:jlen],
+                                    jlen - blocks_synced_at)  # fmt: skip
+                    blocks_synced_at = jlen
+                m = batch.mask_id[w]
+                codes = batch.spread[spread_row] if spread_row >= 0 else no_codes
+                levels, supers = batch.mask_blocks[m], batch.mask_supers[m]  # one part: twice
+                best, best_score = _blocks_best(policy, nodes, mask, levels, supers, levels,
+                                                supers, layout, summaries, request, weights,
+                                                codes, used, r, scratch.bounds)  # fmt: skip
+            for n in range(n_nodes if tree < 0 and not use_blocks else 0):
                 if not mask[n]:
                     continue
-                if _resources_fit(free, n, rq) >= 0:
+                if _resources_fit(free, n, request) >= 0:
                     continue
-                if not _gpu_fits(gpu_free, n, g):
+                if not _gpu_fits(gpu_free, n, gpu_milli):
                     continue
-                if not _spread_ok(spread, s, n, used, r):
+                if not _spread_ok(batch.spread, spread_row, n, used, r):
                     continue
                 if policy == FIRST_FIT:
                     best = n
@@ -250,12 +218,14 @@ def _place_batch(
                     break
                 dev = -1
                 if fgd:
-                    sc, dev = _frag_best(free, gpu_free, n, rq[CPU], g, t_cpu, t_gpu, t_k,
-                                         t_w, model_ok, count_ge, below, fgd_mode)  # fmt: skip
+                    sc, dev = _frag_best(free, gpu_free, n, request[CPU], gpu_milli, frag,
+                                         fgd_mode)  # fmt: skip
                 elif policy == RANDOM:
-                    sc = float(_node_hash(seeds[w], r, n) >> np.uint64(11)) * 2.0**-53
+                    draw = _node_hash(batch.seeds[w], r, n) >> np.uint64(11)
+                    sc = float(draw) * 2.0**-53
                 else:
-                    sc = _score(policy, free, capacity, inv_cap, inv_max_cap, n, rq, wt,
+                    sc = _score(policy, free, nodes.capacity, nodes.inv_capacity,
+                                nodes.inv_max_capacity, n, request, weights,
                                 weight_sum)  # fmt: skip
                 if sc > best_score:
                     best = n
@@ -263,37 +233,38 @@ def _place_batch(
                     best_dev = dev
             if best < 0:
                 break
-            row = out_dev[base + r]
+            row = out.devices[first_row + r]
             if policy == RANDOM:
-                _random_devices(gpu_free, best, g, _node_hash(seeds[w], r, best), row)
+                node_hash = _node_hash(batch.seeds[w], r, best)
+                _random_devices(gpu_free, best, gpu_milli, node_hash, row)
             elif fgd and best_dev >= 0:
                 row[:] = -1
                 row[0] = best_dev
             else:
-                _best_fit_devices(gpu_free, best, g, row)
-            out_node[base + r] = best
-            if s >= 0:
-                used[r] = spread[s, best]
+                _best_fit_devices(gpu_free, best, gpu_milli, row)
+            out.node[first_row + r] = best
+            if spread_row >= 0:
+                used[r] = batch.spread[spread_row, best]
             last_score = best_score
             placed += 1
-            if apply_last or w < n_work - 1 or r < reps - 1:
-                _apply(free, gpu_free, best, rq, row, take)
+            if apply_last or w < n_work - 1 or r < replicas - 1:
+                _apply(free, gpu_free, best, request, row, take)
                 journal[jlen] = best
                 jlen += 1
                 if fgd:
-                    _frag_row(gpu_free, best, t_gpu, count_ge, below)
-        out_fit[w] = placed
-        if placed == reps:
-            out_score[w] = last_score
+                    _frag_row(gpu_free, best, frag.shape_gpu, frag.count_ge, frag.below)
+        out.fit[w] = placed
+        if placed == replicas:
+            out.score[w] = last_score
             continue
-        _count_reasons(free, gpu_free, mask, spread, s, used, placed, rq, impossible[w],
-                       out_counts[w])  # fmt: skip
+        _count_reasons(free, gpu_free, mask, batch.spread, spread_row, used, placed, request,
+                       batch.impossible[w], out.counts[w])  # fmt: skip
         for r in range(placed):
-            n = out_node[base + r]
-            _apply(free, gpu_free, n, rq, out_dev[base + r], give_back)
+            n = out.node[first_row + r]
+            _apply(free, gpu_free, n, request, out.devices[first_row + r], give_back)
             journal[jlen] = n
             jlen += 1
             if fgd:
-                _frag_row(gpu_free, n, t_gpu, count_ge, below)
-            out_node[base + r] = -1
-            out_dev[base + r] = -1
+                _frag_row(gpu_free, n, frag.shape_gpu, frag.count_ge, frag.below)
+            out.node[first_row + r] = -1
+            out.devices[first_row + r] = -1

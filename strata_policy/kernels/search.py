@@ -17,18 +17,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from strata_policy.kernels.arrays import BOOL, F64, I64, BlockSummaries, NodeArrays
+from strata_policy.kernels.arrays import check_array as _check
 from strata_policy.kernels.blocks import _blocks_place
 from strata_policy.kernels.fit import DOT_PRODUCT, FIRST_FIT
-from strata_policy.kernels.layout import (
-    _BOOL,
-    _F64,
-    _I64,
-    BLOCK_SIZE,
-    BlockLayout,
-    _check,
-    _compiled,
-    blocks_per_super,
-)
+from strata_policy.kernels.layout import BLOCK_SIZE, BlockLayout, _compiled, blocks_per_super
 from strata_policy.kernels.summaries import _SUBSETS, _SUM_ROWS, _refresh_blocks
 
 _NONE = np.zeros(0, dtype=np.int64)
@@ -50,7 +43,7 @@ class BlockQuery:
     every column the request asks for), static mask, per block and per superblock whether any
     of its nodes may pass the mask (in two parts, both of which must hold: ``mask_*`` and
     ``select_*``), and how many GPU devices one replica takes. Immutable by contract;
-    ``args`` are its arguments of the search kernel, in the kernel's order.
+    ``args`` are its arguments of the search kernel (``blocks._blocks_place``), in order.
 
     The constructor checks nothing: ``BlockIndex.query`` is the validating way to make one.
     Only code that builds every array itself with the dtypes and shapes ``query`` checks calls
@@ -78,12 +71,6 @@ class BlockQuery:
         self.devices = 0 if g <= 0 else 1 if g < 1000 else g // 1000
 
 
-_Summaries = tuple[
-    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-    np.ndarray, np.ndarray,
-]  # fmt: skip
-
-
 class BlockIndex:
     """Block summaries of one node state (``kernels.blocks``), answering one replica at a time.
 
@@ -94,17 +81,16 @@ class BlockIndex:
 
     __slots__ = (
         "_n_bounds",
-        "_place_args",
         "_place_fn",
-        "_refresh_args",
+        "_refresh_fn",
         "_scratch",
         "_state",
         "layout",
         "summaries",
     )
 
-    summaries: _Summaries
-    """Per block ``hi, lo, offer, sums``, per superblock the same, per node its GPU offer
+    summaries: BlockSummaries
+    """Per block and per superblock the high, low, offer and sums rows, per node its GPU offer
     (``kernels.blocks``; the batch kernel mutates a copy's)."""
 
     def __init__(
@@ -118,80 +104,80 @@ class BlockIndex:
         inv_max_cap: np.ndarray,
     ) -> None:
         n, r = capacity.shape
-        _check("free", free, _I64, (n, r))
-        _check("capacity", capacity, _I64, (n, r))
-        _check("gpu_free", gpu_free, _I64, (n, gpu_free.shape[1]))
-        _check("inv_cap", inv_cap, _F64, (n, r))
-        _check("inv_max_cap", inv_max_cap, _F64, (r,))
-        nb = layout.bstart.shape[0] - 1
-        ns = layout.sstart.shape[0] - 1
-        _check("perm", layout.perm, _I64, (n,))
-        _check("bstart", layout.bstart, _I64, (nb + 1,))
-        _check("block_of", layout.block_of, _I64, (n,))
-        _check("sstart", layout.sstart, _I64, (ns + 1,))
-        _check("super_of", layout.super_of, _I64, (nb,))
-        _check("bcap", layout.bcap, _I64, (nb, r))
-        _check("binv", layout.binv, _F64, (nb, r))
-        _check("scap", layout.scap, _I64, (ns, r))
-        _check("sinv", layout.sinv, _F64, (ns, r))
+        _check("free", free, I64, (n, r))
+        _check("capacity", capacity, I64, (n, r))
+        _check("gpu_free", gpu_free, I64, (n, gpu_free.shape[1]))
+        _check("inv_cap", inv_cap, F64, (n, r))
+        _check("inv_max_cap", inv_max_cap, F64, (r,))
+        nb = layout.block_start.shape[0] - 1
+        ns = layout.super_start.shape[0] - 1
+        _check("node_order", layout.node_order, I64, (n,))
+        _check("block_start", layout.block_start, I64, (nb + 1,))
+        _check("block_of", layout.block_of, I64, (n,))
+        _check("super_start", layout.super_start, I64, (ns + 1,))
+        _check("super_of", layout.super_of, I64, (nb,))
+        _check("block_capacity", layout.block_capacity, I64, (nb, r))
+        _check("block_inv_capacity", layout.block_inv_capacity, F64, (nb, r))
+        _check("super_capacity", layout.super_capacity, I64, (ns, r))
+        _check("super_inv_capacity", layout.super_inv_capacity, F64, (ns, r))
         if r < 3:
             raise ValueError("the first three columns must be cpu, memory, gpu")
         self.layout = layout
-        self._state = (free, gpu_free, capacity, inv_cap, inv_max_cap)
-        self.summaries = (
-            np.empty((nb, r), dtype=np.int64),
-            np.empty((nb, r), dtype=np.int64),
-            np.empty(nb, dtype=np.int64),
-            np.zeros((nb, _SUM_ROWS, _SUBSETS), dtype=np.float64),  # subset 0 is never written
-            np.empty((ns, r), dtype=np.int64),
-            np.empty((ns, r), dtype=np.int64),
-            np.empty(ns, dtype=np.int64),
-            np.zeros((ns, _SUM_ROWS, _SUBSETS), dtype=np.float64),
-            np.empty(n, dtype=np.int64),
+        self._state = NodeArrays(free, gpu_free, capacity, inv_cap, inv_max_cap)
+        self.summaries = BlockSummaries(
+            block_high=np.empty((nb, r), dtype=np.int64),
+            block_low=np.empty((nb, r), dtype=np.int64),
+            block_offer=np.empty(nb, dtype=np.int64),
+            block_sums=np.zeros((nb, _SUM_ROWS, _SUBSETS), dtype=np.float64),  # subset 0 unused
+            super_high=np.empty((ns, r), dtype=np.int64),
+            super_low=np.empty((ns, r), dtype=np.int64),
+            super_offer=np.empty(ns, dtype=np.int64),
+            super_sums=np.zeros((ns, _SUM_ROWS, _SUBSETS), dtype=np.float64),
+            node_offer=np.empty(n, dtype=np.int64),
         )
         self._bind()
         self.refresh(None)
 
     def _bind(self) -> None:
         lay = self.layout
-        free, gpu_free, _, inv_cap, inv_max_cap = self._state
-        self._refresh_args = (free, gpu_free, inv_cap, inv_max_cap, lay.perm, lay.bstart,
-                              lay.block_of, lay.sstart, lay.super_of, *self.summaries)  # fmt: skip
-        a = self.summaries
         self._place_fn: Callable[..., tuple[int, float, int]] | None = None
-        self._n_bounds = lay.bstart.shape[0] + lay.sstart.shape[0] - 2
+        self._refresh_fn: Callable[..., None] | None = None
+        self._n_bounds = lay.block_start.shape[0] + lay.super_start.shape[0] - 2
         self._scratch = threading.local()  # the kernel's scratch and device rows, per thread
-        self._place_args = (*self._state, lay.perm, lay.bstart, lay.sstart, a[0], a[1], a[2],
-                            a[3], lay.bcap, lay.binv, a[4], a[5], a[6], a[7], lay.scap, lay.sinv,
-                            a[8], lay.block_of, lay.super_of)  # fmt: skip
 
     def with_state(self, free: np.ndarray, gpu_free: np.ndarray) -> BlockIndex:
         """The same summaries over a copy of the state (``free``/``gpu_free`` equal to ours)."""
-        _check("free", free, _I64, self._state[0].shape)
-        _check("gpu_free", gpu_free, _I64, self._state[1].shape)
+        _check("free", free, I64, self._state.free.shape)
+        _check("gpu_free", gpu_free, I64, self._state.gpu_free.shape)
         other = BlockIndex.__new__(BlockIndex)
         other.layout = self.layout
-        other._state = (free, gpu_free, *self._state[2:])
-        a = self.summaries
-        other.summaries = (a[0].copy(), a[1].copy(), a[2].copy(), a[3].copy(), a[4].copy(),
-                           a[5].copy(), a[6].copy(), a[7].copy(), a[8].copy())  # fmt: skip
+        other._state = self._state._replace(free=free, gpu_free=gpu_free)
+        other.summaries = BlockSummaries(*(a.copy() for a in self.summaries))
         other._bind()
         return other
 
     @property
-    def state(self) -> tuple[np.ndarray, ...]:
-        """``free, gpu_free, capacity, inv_cap, inv_max_cap`` (held by reference)."""
+    def state(self) -> NodeArrays:
+        """``free, gpu_free, capacity, inv_capacity, inv_max_capacity`` (held by reference)."""
         return self._state
 
     def refresh(self, rows: np.ndarray | None) -> None:
         """Recompute the blocks of nodes ``rows`` (int64 node indices, ``ValueError`` when out
         of range), or every block."""
         if rows is None:
-            _refresh_blocks(*self._refresh_args, _NONE, -1)
-            return
-        if rows.dtype != _I64 or rows.ndim != 1:
+            rows, count = _NONE, -1
+        elif rows.dtype != I64 or rows.ndim != 1:
             raise ValueError("rows: expected int64 node indices")
-        _refresh_blocks(*self._refresh_args, rows, rows.shape[0])
+        else:
+            count = rows.shape[0]
+        args = (self._state, self.layout, self.summaries, rows, count)
+        fn = self._refresh_fn
+        if fn is None or not (rows.flags.c_contiguous and rows.flags.writeable):
+            _refresh_blocks(*args)  # the dispatcher types ``rows`` of any layout
+            if fn is None and rows.flags.c_contiguous and rows.flags.writeable:
+                self._refresh_fn = _compiled(_refresh_blocks, args)
+        else:
+            fn(*args)
 
     def query(
         self,
@@ -207,19 +193,20 @@ class BlockIndex:
         a float64 per column, or empty for 1 on every column ``req`` asks for); ``levels`` is
         ``layout.mask_levels(mask)`` when the caller has it already, or a part of it whose
         ``&`` with ``select`` (block and superblock levels, too) is."""
-        n, r = self._state[0].shape
-        _check("req", req, _I64, (r,))
-        _check("weights", weights, _F64, (0,) if weights.shape == (0,) else (r,))
-        _check("mask", mask, _BOOL, (n,))
+        n, r = self._state.free.shape
+        _check("req", req, I64, (r,))
+        _check("weights", weights, F64, (0,) if weights.shape == (0,) else (r,))
+        _check("mask", mask, BOOL, (n,))
         if not FIRST_FIT <= policy <= DOT_PRODUCT:
             raise ValueError(f"policy {policy}: expected a resource policy (0-5)")
         blocks, supers = self.layout.mask_levels(mask) if levels is None else levels
         select_blocks, select_supers = (blocks, supers) if select is None else select
-        nb, ns = self.layout.bstart.shape[0] - 1, self.layout.sstart.shape[0] - 1
-        _check("mask blocks", blocks, _BOOL, (nb,))
-        _check("mask superblocks", supers, _BOOL, (ns,))
-        _check("select blocks", select_blocks, _BOOL, (nb,))
-        _check("select superblocks", select_supers, _BOOL, (ns,))
+        nb = self.layout.block_start.shape[0] - 1
+        ns = self.layout.super_start.shape[0] - 1
+        _check("mask blocks", blocks, BOOL, (nb,))
+        _check("mask superblocks", supers, BOOL, (ns,))
+        _check("select blocks", select_blocks, BOOL, (nb,))
+        _check("select superblocks", select_supers, BOOL, (ns,))
         return BlockQuery(self.layout, policy, req, weights, mask, blocks, supers, select_blocks,
                           select_supers)  # fmt: skip
 
@@ -251,7 +238,7 @@ class BlockIndex:
         elif rows is None:
             rows, first, count = _NONE, 0, -1
         else:
-            if rows.dtype != _I64 or rows.ndim != 1:
+            if rows.dtype != I64 or rows.ndim != 1:
                 raise ValueError("rows: expected int64 node indices")
             if count < 0:
                 count = rows.shape[0] - first
@@ -261,11 +248,11 @@ class BlockIndex:
             scratch = self._scratch.arrays
         except AttributeError:  # the first call on this thread
             scratch = self._scratch.arrays = (
-                np.empty(self._state[1].shape[1], dtype=np.int64),  # devices
+                np.empty(self._state.gpu_free.shape[1], dtype=np.int64),  # devices
                 np.empty(self._n_bounds, dtype=np.float64),  # bounds
-                np.empty(self._state[0].shape[1], dtype=np.float64),  # default weights
+                np.empty(self._state.free.shape[1], dtype=np.float64),  # default weights
             )
-        args = (*self._place_args, *q.args, rows, first, count, *scratch)
+        args = (self._state, self.layout, self.summaries, *q.args, rows, first, count, *scratch)
         fn = self._place_fn
         if fn is None:
             found: tuple[int, float, int] = _blocks_place(*args)

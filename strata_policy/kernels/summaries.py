@@ -8,10 +8,16 @@ blocks holding given nodes (a committed placement changes one) and their superbl
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from strata_policy.kernels.config import inline_kernel, kernel
 from strata_policy.kernels.fit import MILLI
+
+if TYPE_CHECKING:  # annotations only: numba types the bundles from the values passed
+    from strata_policy.kernels.arrays import BlockSummaries, NodeArrays
+    from strata_policy.kernels.layout import BlockLayout
 
 _SUBSETS = 8  # subsets of the columns cpu, memory, gpu, as bit masks (0 unused)
 _G_MAX = 0  # sums rows: [_G_MAX, T] largest Σ free/cap, [_G_MIN, T] smallest,
@@ -66,26 +72,22 @@ def _pair_difference(t: int, x1: float, x2: float, x4: float) -> float:
 
 @inline_kernel
 def _summarise_block(
-    free: np.ndarray,
-    inv_cap: np.ndarray,
-    inv_max_cap: np.ndarray,
-    perm: np.ndarray,
-    bstart: np.ndarray,
-    b: int,
-    hi: np.ndarray,
-    lo: np.ndarray,
-    offer: np.ndarray,
-    sums: np.ndarray,
-    node_offer: np.ndarray,
+    nodes: NodeArrays, layout: BlockLayout, b: int, summaries: BlockSummaries
 ) -> None:
-    """Block ``b``'s summary rows from its nodes' free amounts and GPU offers (``node_offer``,
-    up to date)."""
-    r = free.shape[1]
-    first = perm[bstart[b]]
-    for c in range(r):
-        hi[b, c] = free[first, c]
-        lo[b, c] = free[first, c]
-    offer[b] = 0
+    """Block ``b``'s summary rows from its nodes' free amounts and GPU offers
+    (``summaries.node_offer``, up to date)."""
+    free = nodes.free
+    inv_capacity = nodes.inv_capacity
+    inv_max_capacity = nodes.inv_max_capacity
+    high = summaries.block_high
+    low = summaries.block_low
+    sums = summaries.block_sums
+    node_order = layout.node_order
+    first = node_order[layout.block_start[b]]
+    for c in range(free.shape[1]):
+        high[b, c] = free[first, c]
+        low[b, c] = free[first, c]
+    summaries.block_offer[b] = 0
     for t in range(1, _SUBSETS):
         sums[b, _G_MAX, t] = -np.inf
         sums[b, _G_MIN, t] = np.inf
@@ -93,19 +95,19 @@ def _summarise_block(
     for t in _PAIRS:
         sums[b, _D_MIN, t] = np.inf
         sums[b, _D_MAX, t] = -np.inf
-    for j in range(bstart[b], bstart[b + 1]):
-        n = perm[j]
-        for c in range(r):
+    for j in range(layout.block_start[b], layout.block_start[b + 1]):
+        n = node_order[j]
+        for c in range(free.shape[1]):
             v = free[n, c]
-            hi[b, c] = max(hi[b, c], v)
-            lo[b, c] = min(lo[b, c], v)
-        offer[b] = max(offer[b], node_offer[n])
-        g1 = free[n, 0] * inv_cap[n, 0]
-        g2 = free[n, 1] * inv_cap[n, 1]
-        g4 = free[n, 2] * inv_cap[n, 2]
-        h1 = free[n, 0] * inv_max_cap[0]
-        h2 = free[n, 1] * inv_max_cap[1]
-        h4 = free[n, 2] * inv_max_cap[2]
+            high[b, c] = max(high[b, c], v)
+            low[b, c] = min(low[b, c], v)
+        summaries.block_offer[b] = max(summaries.block_offer[b], summaries.node_offer[n])
+        g1 = free[n, 0] * inv_capacity[n, 0]
+        g2 = free[n, 1] * inv_capacity[n, 1]
+        g4 = free[n, 2] * inv_capacity[n, 2]
+        h1 = free[n, 0] * inv_max_capacity[0]
+        h2 = free[n, 1] * inv_max_capacity[1]
+        h4 = free[n, 2] * inv_max_capacity[2]
         for t in range(1, _SUBSETS):
             g = _subset_sum(t, g1, g2, g4)
             h = _subset_sum(t, h1, h2, h4)
@@ -119,31 +121,24 @@ def _summarise_block(
 
 
 @inline_kernel
-def _summarise_super(
-    sstart: np.ndarray,
-    s: int,
-    hi: np.ndarray,
-    lo: np.ndarray,
-    offer: np.ndarray,
-    sums: np.ndarray,
-    s_hi: np.ndarray,
-    s_lo: np.ndarray,
-    s_offer: np.ndarray,
-    s_sums: np.ndarray,
-) -> None:
+def _summarise_super(super_start: np.ndarray, s: int, summaries: BlockSummaries) -> None:
     """Superblock ``s``'s summary rows from its blocks'."""
-    first = sstart[s]
-    for c in range(hi.shape[1]):  # element by element: a slice copy would allocate
-        s_hi[s, c] = hi[first, c]
-        s_lo[s, c] = lo[first, c]
+    high, low, offer, sums = (summaries.block_high, summaries.block_low, summaries.block_offer,
+                              summaries.block_sums)  # fmt: skip
+    s_high, s_low, s_offer, s_sums = (summaries.super_high, summaries.super_low,
+                                      summaries.super_offer, summaries.super_sums)  # fmt: skip
+    first = super_start[s]
+    for c in range(high.shape[1]):  # element by element: a slice copy would allocate
+        s_high[s, c] = high[first, c]
+        s_low[s, c] = low[first, c]
     s_offer[s] = offer[first]
     for x in range(sums.shape[1]):
         for t in range(_SUBSETS):
             s_sums[s, x, t] = sums[first, x, t]
-    for b in range(first + 1, sstart[s + 1]):
-        for c in range(hi.shape[1]):
-            s_hi[s, c] = max(s_hi[s, c], hi[b, c])
-            s_lo[s, c] = min(s_lo[s, c], lo[b, c])
+    for b in range(first + 1, super_start[s + 1]):
+        for c in range(high.shape[1]):
+            s_high[s, c] = max(s_high[s, c], high[b, c])
+            s_low[s, c] = min(s_low[s, c], low[b, c])
         s_offer[s] = max(s_offer[s], offer[b])
         for t in range(1, _SUBSETS):
             s_sums[s, _G_MAX, t] = max(s_sums[s, _G_MAX, t], sums[b, _G_MAX, t])
@@ -156,24 +151,9 @@ def _summarise_super(
 
 @kernel
 def _refresh_blocks(
-    free: np.ndarray,
-    gpu_free: np.ndarray,
-    inv_cap: np.ndarray,
-    inv_max_cap: np.ndarray,
-    perm: np.ndarray,
-    bstart: np.ndarray,
-    block_of: np.ndarray,
-    sstart: np.ndarray,
-    super_of: np.ndarray,
-    hi: np.ndarray,
-    lo: np.ndarray,
-    offer: np.ndarray,
-    sums: np.ndarray,
-    s_hi: np.ndarray,
-    s_lo: np.ndarray,
-    s_offer: np.ndarray,
-    s_sums: np.ndarray,
-    node_offer: np.ndarray,
+    nodes: NodeArrays,
+    layout: BlockLayout,
+    summaries: BlockSummaries,
     rows: np.ndarray,
     n_rows: int,
 ) -> None:
@@ -181,14 +161,17 @@ def _refresh_blocks(
     raises ``ValueError`` for a row out of range."""
     # One call site per helper (each is inlined: fewer copies compile faster).
     every = n_rows < 0
-    n_blocks = bstart.shape[0] - 1
+    n_nodes = nodes.free.shape[0]
+    n_blocks = layout.block_start.shape[0] - 1
+    block_of = layout.block_of
+    super_of = layout.super_of
     # The GPU offers of the changed nodes first (the others' devices did not move): a block's
     # summary then reads its nodes' offers instead of every node's device row.
-    for i in range(free.shape[0] if every else n_rows):
+    for i in range(n_nodes if every else n_rows):
         n = i if every else rows[i]
-        if not 0 <= n < free.shape[0]:
+        if not 0 <= n < n_nodes:
             raise ValueError("rows out of range")
-        node_offer[n] = _gpu_offer(gpu_free, n)
+        summaries.node_offer[n] = _gpu_offer(nodes.gpu_free, n)
     for i in range(n_blocks if every else n_rows):
         if every:
             b = i
@@ -196,9 +179,8 @@ def _refresh_blocks(
             b = block_of[rows[i]]
             if i > 0 and block_of[rows[i - 1]] == b:
                 continue
-        _summarise_block(free, inv_cap, inv_max_cap, perm, bstart, b, hi, lo, offer,
-                         sums, node_offer)  # fmt: skip
+        _summarise_block(nodes, layout, b, summaries)
         s = super_of[b]
         if every and b + 1 < n_blocks and super_of[b + 1] == s:
             continue  # the superblock is summarised once its last block is
-        _summarise_super(sstart, s, hi, lo, offer, sums, s_hi, s_lo, s_offer, s_sums)
+        _summarise_super(layout.super_start, s, summaries)

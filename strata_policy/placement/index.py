@@ -145,7 +145,7 @@ class LineageCaches:
         found = self.block_statics_
         if found is None:
             layout = self.layout(matrix)
-            firsts = layout.perm[layout.bstart[:-1]]
+            firsts = layout.node_order[layout.block_start[:-1]]
             columns = (matrix.schedulable[firsts], matrix.model_code[firsts],
                        matrix.gpu_devices[firsts])  # fmt: skip
             found = self.block_statics_ = np.ascontiguousarray(
@@ -158,7 +158,7 @@ class LineageCaches:
         selected."""
         found = self.everyone_
         if found is None:
-            sizes = np.ascontiguousarray(np.diff(self.layout(matrix).bstart))
+            sizes = np.ascontiguousarray(np.diff(self.layout(matrix).block_start))
             found = self.everyone_ = (sizes, np.ones(len(matrix), dtype=np.bool_))
         return found
 
@@ -200,10 +200,10 @@ class LineageCaches:
             selected = np.zeros(len(matrix), dtype=np.bool_)
             selected[nodes] = True
             layout = self.layout(matrix)
-            hits = np.bincount(layout.block_of[nodes], minlength=layout.bstart.shape[0] - 1)
+            hits = np.bincount(layout.block_of[nodes], minlength=layout.block_start.shape[0] - 1)
             block_any = hits > 0
             super_any = (
-                np.logical_or.reduceat(block_any, layout.sstart[:-1])
+                np.logical_or.reduceat(block_any, layout.super_start[:-1])
                 if block_any.size
                 else np.zeros(0, dtype=np.bool_)
             )
@@ -213,22 +213,22 @@ class LineageCaches:
 
 
 class FragStats:
-    """FGD statistics of one tuple of per-device milli ``t_gpu``: per (node, shape) ``count_ge``
+    """FGD statistics of one tuple of per-device milli ``shape_gpu``: per (node, shape) ``count_ge``
     and ``below`` (``kernels.refresh_frag_rows``), and per node the ``matrix.version`` they
     were computed at (-1: never)."""
 
-    __slots__ = ("below", "count_ge", "stamp", "t_gpu")
+    __slots__ = ("below", "count_ge", "stamp", "shape_gpu")
 
-    def __init__(self, t_gpu: np.ndarray, n_nodes: int) -> None:
-        self.t_gpu = t_gpu
-        self.count_ge = np.zeros((n_nodes, t_gpu.shape[0]), dtype=np.int64)
-        self.below = np.zeros((n_nodes, t_gpu.shape[0]), dtype=np.int64)
+    def __init__(self, shape_gpu: np.ndarray, n_nodes: int) -> None:
+        self.shape_gpu = shape_gpu
+        self.count_ge = np.zeros((n_nodes, shape_gpu.shape[0]), dtype=np.int64)
+        self.below = np.zeros((n_nodes, shape_gpu.shape[0]), dtype=np.int64)
         self.stamp = np.full(n_nodes, -1, dtype=np.int64)
 
     def copy(self) -> FragStats:
         """Statistics of their own with the same values and stamps (for a copied matrix)."""
         other = FragStats.__new__(FragStats)
-        other.t_gpu = self.t_gpu
+        other.shape_gpu = self.shape_gpu
         other.count_ge = self.count_ge.copy()
         other.below = self.below.copy()
         other.stamp = self.stamp.copy()
@@ -260,7 +260,7 @@ class PlacementIndex:
         self.blocks: BlockIndex | None = None
         self.blocks_at: tuple[int, int] = (0, 0)  # (epoch, journal length) they reflect
         self.lock = threading.Lock()  # guards building and refreshing the block summaries
-        self.frag: dict[tuple[int, ...], FragStats] = {}  # by t_gpu; MAX_FRAG_STATS, FIFO
+        self.frag: dict[tuple[int, ...], FragStats] = {}  # by shape_gpu; MAX_FRAG_STATS, FIFO
         self.trees: dict[TreeKey, TreeEntry] = {}  # least recently used first; TREE_BYTES
         self.trees_lock = threading.Lock()
 
@@ -335,19 +335,19 @@ class PlacementIndex:
 
     # -- FGD ---------------------------------------------------------------------------------
 
-    def frag_stats(self, matrix: NodeMatrix, t_gpu: np.ndarray) -> FragStats:
-        """The FGD statistics of per-device milli ``t_gpu`` on ``matrix``'s state: the rows
+    def frag_stats(self, matrix: NodeMatrix, shape_gpu: np.ndarray) -> FragStats:
+        """The FGD statistics of per-device milli ``shape_gpu`` on ``matrix``'s state: the rows
         whose version moved since they were computed refreshed (one node per committed
         replica), so a read costs O(changed nodes · shapes), not O(N · shapes · devices)."""
-        key = tuple(t_gpu.tolist())
+        key = tuple(shape_gpu.tolist())
         stats = self.frag.get(key)
         if stats is None:
             if len(self.frag) >= MAX_FRAG_STATS:
                 self.frag.pop(next(iter(self.frag)))
-            stats = self.frag[key] = FragStats(t_gpu, len(matrix))
+            stats = self.frag[key] = FragStats(shape_gpu, len(matrix))
         stale = np.flatnonzero(stats.stamp != matrix.version)
         if stale.size:
-            kernels.refresh_frag_rows(matrix.gpu_free, stale, t_gpu, stats.count_ge, stats.below)
+            kernels.refresh_frag_rows(matrix.gpu_free, stale, shape_gpu, stats.count_ge, stats.below)
             stats.stamp[stale] = matrix.version[stale]
         return stats
 

@@ -270,9 +270,9 @@ def _mix_arrays(lineage: LineageCaches, types: Mix) -> MixArrays:
         return last[1]
     found = lineage.mixes.get(types)
     if found is None:
-        t_cpu, t_gpu, t_k = shape_arrays(types)
-        t_w = np.array([t.weight for t in types], dtype=np.float64)
-        made = (t_cpu, t_gpu, t_k, t_w, tuple(t.gpu_model for t in types))
+        shape_cpu, shape_gpu, shape_devices = shape_arrays(types)
+        shape_weight = np.array([t.weight for t in types], dtype=np.float64)
+        made = (shape_cpu, shape_gpu, shape_devices, shape_weight, tuple(t.gpu_model for t in types))
         found = remember(lineage.mixes, types, made, MAX_FRAG_STATS)
     lineage.last_mix = (types, found)
     return found
@@ -288,14 +288,14 @@ def _model_ok(matrix: NodeMatrix, models: tuple[str, ...]) -> np.ndarray:
     return out
 
 
-def _capacity_share(matrix: NodeMatrix, model_ok: np.ndarray) -> np.ndarray:
+def _capacity_share(matrix: NodeMatrix, model_allowed: np.ndarray) -> np.ndarray:
     """Per shape: the share of the cluster's GPU devices on nodes whose model it allows (1.0 for
     a shape naming no model; 1.0 too when the cluster has no GPU, so nothing is rescaled)."""
     devices = matrix.gpu_devices.astype(np.float64)
     total = float(devices.sum())
     if total <= 0.0:
-        return np.ones(model_ok.shape[1], dtype=np.float64)
-    share: np.ndarray = (devices @ model_ok) / total
+        return np.ones(model_allowed.shape[1], dtype=np.float64)
+    share: np.ndarray = (devices @ model_allowed) / total
     return share
 
 
@@ -328,21 +328,21 @@ def frag_arrays(
         return FragArrays.empty(len(matrix))
     index = index_of(matrix)
     lineage = index.lineage
-    t_cpu, t_gpu, t_k, weights, models = _mix_arrays(
+    shape_cpu, shape_gpu, shape_devices, weights, models = _mix_arrays(
         lineage, types if isinstance(types, tuple) else tuple(types)
     )
-    stats = index.frag_stats(matrix, t_gpu)
-    model_ok = lineage.fgd_models.get(models)
-    if model_ok is None:
-        model_ok = remember(lineage.fgd_models, models, _model_ok(matrix, models), MAX_FRAG_STATS)
+    stats = index.frag_stats(matrix, shape_gpu)
+    model_allowed = lineage.fgd_models.get(models)
+    if model_allowed is None:
+        model_allowed = remember(lineage.fgd_models, models, _model_ok(matrix, models), MAX_FRAG_STATS)
     if per_capacity:
         key_w = (models, weights.tobytes())
         scaled = lineage.fgd_weights.get(key_w)
         if scaled is None:
-            share = _capacity_share(matrix, model_ok)
+            share = _capacity_share(matrix, model_allowed)
             scaled = per_capacity_weights(weights, share)
             remember(lineage.fgd_weights, key_w, scaled, MAX_FRAG_STATS)
         weights = scaled
     count_ge = stats.count_ge.copy() if private else stats.count_ge
     below = stats.below.copy() if private else stats.below
-    return FragArrays(t_cpu, t_gpu, t_k, weights, model_ok, count_ge, below)
+    return FragArrays(shape_cpu, shape_gpu, shape_devices, weights, model_allowed, count_ge, below)

@@ -114,7 +114,7 @@ def _build_mask(
     """Block levels and counts from the nodes the selector picks (``LineageCaches.
     label_selection``; with one label, or none, no node is visited)."""
     layout = lineage.layout(matrix)
-    n_blocks = layout.bstart.shape[0] - 1
+    n_blocks = layout.block_start.shape[0] - 1
     if not selector:
         hits, selected = lineage.everyone(matrix)
     elif len(selector) == 1:

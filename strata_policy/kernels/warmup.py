@@ -1,0 +1,87 @@
+"""``warmup()``: compile (or load from the cache) every kernel before the server says SERVING."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from strata_policy.kernels.api import place_batch_arrays, refresh_frag_rows
+from strata_policy.kernels.arrays import FragArrays
+from strata_policy.kernels.proto_records import scan_records, write_records
+from strata_policy.kernels.score_tree import ScoreTree
+from strata_policy.kernels.search import BlockIndex, BlockLayout
+
+
+def warmup() -> None:
+    """Compile (or load from the cache) every kernel by running each policy on tiny inputs."""
+    record = np.array([0x12, 3, 0x0A, 0, 7], dtype=np.uint8)
+    scan_records(record, 0, 5, record[4:])
+    ends = np.array([1], dtype=np.int64)
+    write_records(b"\x0a", b"\x0a", b"w", b"\x20", ends, b"\x39", np.ones(1))
+    free = np.array([[4000, 1 << 30, 2000], [8000, 1 << 30, 1000]], dtype=np.int64)
+    gpu_free = np.array([[1000, 1000], [1000, -1]], dtype=np.int64)
+    shape_gpu = np.array([500, 1000], dtype=np.int64)
+    frag = FragArrays(
+        np.array([1000, 1000], dtype=np.int64),
+        shape_gpu,
+        np.array([1, 1], dtype=np.int64),
+        np.array([0.5, 0.5]),
+        np.ones((2, 2), dtype=np.bool_),
+        np.zeros((2, 2), dtype=np.int64),
+        np.zeros((2, 2), dtype=np.int64),
+    )
+    refresh_frag_rows(gpu_free, np.arange(2, dtype=np.int64), shape_gpu, frag.count_ge, frag.below)
+    inv = 1.0 / free
+    ones = np.ones(2, dtype=np.bool_)
+    req = np.array([1000, 0, 500], dtype=np.int64)
+    for policy in (2, 6):  # one compilation serves every policy code
+        tree = ScoreTree(
+            policy=policy, free=free, gpu_free=gpu_free, capacity=free, inv_cap=inv,
+            inv_max_cap=np.ones(3), mask=ones, req=req, weights=np.ones(3), frag=frag,
+            fgd_mode=policy % 3,
+        )  # fmt: skip
+        tree.place(None)
+        tree.place(np.array([1], dtype=np.int64))
+    layout = BlockLayout.build(free, free, inv, 1, 1)
+    index = BlockIndex(layout=layout, free=free, gpu_free=gpu_free, capacity=free, inv_cap=inv,
+                       inv_max_cap=np.ones(3))  # fmt: skip
+    index.refresh(np.array([1], dtype=np.int64))
+    index.place(index.query(policy=2, req=req, weights=np.ones(3), mask=ones))
+    mask, *_ = layout.static_mask(
+        schedulable=ones, label_codes=np.zeros((1, 2), dtype=np.int64),
+        wanted=np.zeros(1, dtype=np.int64), model_allowed=ones, any_model=False,
+        model_code=np.zeros(2, dtype=np.int64), gpu_devices=np.ones(2, dtype=np.int64),
+        wants_gpu=True,
+    )  # fmt: skip
+    layout.static_blocks(
+        statics=np.ones((2, 3), dtype=np.int64), hits=np.ones(2, dtype=np.int64),
+        model_allowed=ones, any_model=False, wants_gpu=True,
+    )  # fmt: skip
+    levels = layout.mask_levels(mask)
+    for policy in range(8):
+        batch_free, batch_gpu = free.copy(), gpu_free.copy()
+        blocks = index.with_state(batch_free, batch_gpu) if policy < 6 else None
+        place_batch_arrays(
+            free=batch_free,
+            gpu_free=batch_gpu,
+            capacity=free,
+            inv_cap=inv,
+            inv_max_cap=np.ones(3),
+            masks=np.ones((1, 2), dtype=np.bool_),
+            mask_id=np.zeros(2, dtype=np.int64),
+            spread=np.arange(2, dtype=np.int64).reshape(1, 2),
+            spread_id=np.array([-1, 0], dtype=np.int64),
+            req=np.array([[1000, 0, 500], [1000, 0, 1000]], dtype=np.int64),
+            replicas=np.array([1, 2], dtype=np.int64),
+            weights=np.ones((2, 3)),
+            seeds=np.arange(2, dtype=np.uint64),
+            impossible=np.zeros(2, dtype=np.bool_),
+            policy=policy,
+            apply_last=True,
+            frag=frag,
+            fgd_mode=policy % 3,
+            tree_of=np.array([0, -1] if policy == 6 else [-1, -1], dtype=np.int64),
+            n_trees=1,
+            blocks=blocks,
+            mask_blocks=levels[0][None, :],
+            mask_supers=levels[1][None, :],
+        )
