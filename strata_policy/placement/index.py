@@ -217,7 +217,7 @@ class FragStats:
     and ``below`` (``kernels.refresh_frag_rows``), and per node the ``matrix.version`` they
     were computed at (-1: never)."""
 
-    __slots__ = ("below", "count_ge", "stamp", "shape_gpu")
+    __slots__ = ("below", "count_ge", "shape_gpu", "stamp")
 
     def __init__(self, shape_gpu: np.ndarray, n_nodes: int) -> None:
         self.shape_gpu = shape_gpu
@@ -347,7 +347,9 @@ class PlacementIndex:
             stats = self.frag[key] = FragStats(shape_gpu, len(matrix))
         stale = np.flatnonzero(stats.stamp != matrix.version)
         if stale.size:
-            kernels.refresh_frag_rows(matrix.gpu_free, stale, shape_gpu, stats.count_ge, stats.below)
+            kernels.refresh_frag_rows(
+                matrix.gpu_free, stale, shape_gpu, stats.count_ge, stats.below
+            )
             stats.stamp[stale] = matrix.version[stale]
         return stats
 

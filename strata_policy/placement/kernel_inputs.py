@@ -272,7 +272,13 @@ def _mix_arrays(lineage: LineageCaches, types: Mix) -> MixArrays:
     if found is None:
         shape_cpu, shape_gpu, shape_devices = shape_arrays(types)
         shape_weight = np.array([t.weight for t in types], dtype=np.float64)
-        made = (shape_cpu, shape_gpu, shape_devices, shape_weight, tuple(t.gpu_model for t in types))
+        made = (
+            shape_cpu,
+            shape_gpu,
+            shape_devices,
+            shape_weight,
+            tuple(t.gpu_model for t in types),
+        )
         found = remember(lineage.mixes, types, made, MAX_FRAG_STATS)
     lineage.last_mix = (types, found)
     return found
@@ -334,7 +340,9 @@ def frag_arrays(
     stats = index.frag_stats(matrix, shape_gpu)
     model_allowed = lineage.fgd_models.get(models)
     if model_allowed is None:
-        model_allowed = remember(lineage.fgd_models, models, _model_ok(matrix, models), MAX_FRAG_STATS)
+        model_allowed = remember(
+            lineage.fgd_models, models, _model_ok(matrix, models), MAX_FRAG_STATS
+        )
     if per_capacity:
         key_w = (models, weights.tobytes())
         scaled = lineage.fgd_weights.get(key_w)
