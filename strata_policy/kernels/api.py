@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from strata_policy.kernels import snapshot_wire
 from strata_policy.kernels.fit import DOT_PRODUCT
 from strata_policy.kernels.frag import FGD_REFINED, FGD_UNTRUNCATED, _frag_rows
 from strata_policy.kernels.place import _place_batch
@@ -332,6 +333,7 @@ def refresh_frag_rows(
 
 def warmup() -> None:
     """Compile (or load from the cache) every kernel by running each policy on tiny inputs."""
+    snapshot_wire.warmup()
     record = np.array([0x12, 3, 0x0A, 0, 7], dtype=np.uint8)
     scan_records(record, 0, 5, record[4:])
     ends = np.array([1], dtype=np.int64)

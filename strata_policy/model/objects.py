@@ -7,7 +7,7 @@ that a bad snapshot can be described field by field before anything is built fro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from strata_policy.model.resources import GPU, Resources, scale
@@ -101,11 +101,15 @@ class RunningWorkload:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """A whole cluster: nodes in snapshot order (the tie-break order), scopes, running work."""
+    """A whole cluster: nodes in snapshot order (the tie-break order), scopes, running work.
+
+    ``workloads`` is a tuple, or a sequence that makes each workload when read (a pushed
+    snapshot's columns, ``state.running_columns``): read it as a ``Sequence``.
+    """
 
     nodes: tuple[Node, ...] = ()
     scopes: tuple[Scope, ...] = ()
-    workloads: tuple[RunningWorkload, ...] = ()
+    workloads: Sequence[RunningWorkload] = ()
 
 
 _new = object.__new__
