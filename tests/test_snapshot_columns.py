@@ -3,6 +3,7 @@ exactly the state, the answers and the errors of the same snapshot converted one
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from strata_policy.engine import Engine
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import Placement, RunningWorkload, Snapshot
 from strata_policy.service import convert
+from strata_policy.state.durable import SqliteJournal
 from strata_policy.state.running_columns import RunningColumns
 from strata_policy.testing import node, resources, running, scope, snapshot, workload
 
@@ -106,6 +108,9 @@ CASES = [
         [running(workload("a", "team", gpu_milli=2000), ("n1", (1, 1)))], id="bad: same device"
     ),
     pytest.param(
+        [running(workload("a", "team", gpu_milli=1000), ("n1", (-1,)))], id="bad: device -1"
+    ),
+    pytest.param(
         [running(workload("a", "team", extra={"x": 2**61}, replicas=4))], id="bad: overflow"
     ),
 ]
@@ -189,3 +194,24 @@ def test_columns_are_small_beside_objects() -> None:
     engine.push_snapshot("c", Snapshot(snap.nodes, snap.scopes, cols))
     assert all(made is None for made in cols._made)
     assert np.array_equal(cols.placement_node, np.zeros(2000))
+
+
+@pytest.mark.parametrize("every", [1, 100])
+def test_journal_recovers_a_columnar_push(tmp_path: Path, every: int) -> None:
+    """A columnar push, journaled (and checkpointed after later commits), recovers exactly."""
+    rws = [
+        running(workload(f"w{i}", "team", cpu=1, gpu_milli=250), ("n2", (i % 2,))) for i in range(6)
+    ]
+    journal = SqliteJournal(tmp_path, every=every)
+    engine = Engine(clock=lambda: 1000, journal=journal)
+    engine.push_snapshot("c", columnar(snapshot(NODES, SCOPES, rws)))
+    engine.admit("c", [workload("late", "lab", cpu=1)])
+    engine.release("c", ["w2"])
+    journal.close()
+    again = SqliteJournal(tmp_path, every=every)
+    recovered = Engine(clock=lambda: 1000)
+    for change in again.restore():
+        recovered.restore(change)
+    again.close()
+    assert recovered.snapshot("c") == engine.snapshot("c")
+    assert recovered.get_cluster("c") == engine.get_cluster("c")

@@ -13,9 +13,10 @@ It reads only what it can read exactly as protobuf does, and otherwise answers a
 status and the caller takes the plain path: a field number the messages do not have (an
 unknown field), a known field on another wire type, a ``workload`` given twice (protobuf would
 merge the two), a request map that names a resource twice or has an entry without a name, a
-placement naming a device twice, a record without a workload, bytes cut short. Scalars given
-twice take the last value, and ``gpu_devices`` may be packed or not, in pieces, as protobuf reads
-them; an ``int32`` keeps the low 32 bits of its varint, as protobuf does.
+placement naming a device twice or a negative one (the columns pad with -1), a record without
+a workload, bytes cut short. Scalars given twice take the last value, and ``gpu_devices`` may
+be packed or not, in pieces, as protobuf reads them; an ``int32`` keeps the low 32 bits of its
+varint, as protobuf does.
 
 The kernel is called twice: with ``fill`` false it only counts (records, request entries,
 placements, devices) so the caller can size the arrays, then with ``fill`` true it writes them.
@@ -45,7 +46,7 @@ NO_WORKLOAD = 4
 REPEATED_KEY = 5  # a request map naming a resource twice (protobuf keeps the last)
 NO_KEY = 6  # a request map entry without its name
 REPEATED_DEVICE = 7
-SEPARATOR_IN_TEXT = 8  # ``join``: a string holds the separator byte
+NEGATIVE_DEVICE = 8  # a device below 0 (the columns pad with -1; the plain path refuses it)
 
 
 @inline_kernel
@@ -237,6 +238,8 @@ def walk_running(
                         return UNKNOWN_FIELD, 0, 0, 0, 0
                 if fill:
                     for a in range(dev_start, n_devices):
+                        if devices[a] < 0:
+                            return NEGATIVE_DEVICE, 0, 0, 0, 0
                         for b in range(dev_start, a):
                             if devices[a] == devices[b]:
                                 return REPEATED_DEVICE, 0, 0, 0, 0

@@ -36,7 +36,16 @@ def running_columns(
     """``m``'s running workloads as columns over ``nodes`` and ``scopes`` (the same message's,
     converted), each made by ``convert`` of its own bytes; ``None`` when the kernel cannot
     read them exactly (``kernels.snapshot_wire``) or a string is not UTF-8."""
-    buf = m.SerializeToString()
+    return columns_from_bytes(m.SerializeToString(), nodes, scopes, convert)
+
+
+def columns_from_bytes(
+    buf: bytes,
+    nodes: tuple[Node, ...],
+    scopes: tuple[Scope, ...],
+    convert: Callable[[pb.RunningWorkload], RunningWorkload],
+) -> RunningColumns | None:
+    """``running_columns`` of a serialized ``Snapshot``."""
     raw = np.frombuffer(buf, dtype=np.uint8)
     counted = wire.walk_running(raw, False, *wire.arrays(0, 0, 0, 0))
     if counted[0] != wire.OK:
