@@ -55,22 +55,20 @@ def columns_from_bytes(
         return None
     try:
         ids = _strings(raw, buf, rows[:, wire.ID_LO], rows[:, wire.ID_HI])
-        scope_ids = _strings(raw, buf, rows[:, wire.SCOPE_LO], rows[:, wire.SCOPE_HI])
-        models = _strings(raw, buf, rows[:, wire.MODEL_LO], rows[:, wire.MODEL_HI])
-        keys = _strings(raw, buf, entries[:, wire.KEY_LO], entries[:, wire.KEY_HI])
-        node_ids = _strings(raw, buf, placements[:, wire.NODE_LO], placements[:, wire.NODE_HI])
+        scope_code, scope_ids = _distinct(raw, buf, rows[:, wire.SCOPE_LO], rows[:, wire.SCOPE_HI])
+        model_code, models = _distinct(raw, buf, rows[:, wire.MODEL_LO], rows[:, wire.MODEL_HI])
+        key_code, keys = _distinct(raw, buf, entries[:, wire.KEY_LO], entries[:, wire.KEY_HI])
+        node_code, node_ids = _distinct(
+            raw, buf, placements[:, wire.NODE_LO], placements[:, wire.NODE_HI]
+        )
     except UnicodeDecodeError:
         return None
     n = len(ids)
-    resources = tuple(sorted(dict.fromkeys(keys)))
-    column = {r: k for k, r in enumerate(resources)}
+    resources = tuple(sorted(keys))
+    column = np.array([resources.index(k) for k in keys], dtype=np.int64)
     request = np.zeros((n, len(resources)), dtype=np.int64)
     entry_row = np.repeat(np.arange(n, dtype=np.int64), rows[:, wire.REQ_COUNT])
-    request[entry_row, np.fromiter(map(column.__getitem__, keys), np.int64, len(keys))] = entries[
-        :, wire.VALUE
-    ]
-    gpu_models = tuple(dict.fromkeys(models))
-    model_code = {g: k for k, g in enumerate(gpu_models)}
+    request[entry_row, column[key_code]] = entries[:, wire.VALUE]
     bounds = rows[:, wire.RW_LO].tolist(), rows[:, wire.RW_HI].tolist()
 
     def make(i: int) -> RunningWorkload:
@@ -80,16 +78,17 @@ def columns_from_bytes(
         nodes=nodes,
         scopes=scopes,
         ids=ids,
-        scope=_index(scope_ids, {s.id: i for i, s in enumerate(scopes)}),
+        id_bytes=rows[:, wire.ID_HI] - rows[:, wire.ID_LO],
+        scope=_index(scope_ids, {s.id: i for i, s in enumerate(scopes)})[scope_code],
         replicas=np.where(rows[:, wire.REPLICAS] == 0, 1, rows[:, wire.REPLICAS]),  # 0: unset
         admitted_at_ms=rows[:, wire.ADMITTED].copy(),
         resources=resources,
         request=request,
-        gpu_models=gpu_models,
-        gpu_model=np.fromiter(map(model_code.__getitem__, models), np.int64, n),
+        gpu_models=tuple(models),
+        gpu_model=model_code,
         placement_start=rows[:, wire.PL_START].copy(),
         placement_count=rows[:, wire.PL_COUNT].copy(),
-        placement_node=_index(node_ids, {x.id: i for i, x in enumerate(nodes)}),
+        placement_node=_index(node_ids, {x.id: i for i, x in enumerate(nodes)})[node_code],
         devices=_padded(placements, devices),
         make=make,
     )
@@ -106,6 +105,25 @@ def _strings(raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray) -> lis
     if used >= 0:
         return out[:used].tobytes().decode().split(chr(_SEPARATOR))
     return [buf[a:b].decode() for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+
+
+def _distinct(
+    raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, list[str]]:
+    """Each string's number among the distinct ones (``kernels.snapshot_wire.distinct``) and
+    the distinct strings in that order, decoded: a few hundred strings, not a million."""
+    n = lo.shape[0]
+    codes = np.empty(n, dtype=np.int64)
+    if not n:
+        return codes, []
+    lo, hi = np.ascontiguousarray(lo), np.ascontiguousarray(hi)
+    table = np.full(1 << (2 * n).bit_length(), -1, dtype=np.int64)
+    wire.distinct(raw, lo, hi, codes, table)
+    firsts = table[table >= 0]
+    firsts = firsts[np.argsort(codes[firsts])]
+    return codes, [
+        buf[a:b].decode() for a, b in zip(lo[firsts].tolist(), hi[firsts].tolist(), strict=True)
+    ]
 
 
 def _index(names: list[str], index: dict[str, int]) -> np.ndarray:

@@ -34,8 +34,8 @@ MAX_REPLICAS = 10_000  # ``state.validate.MAX_REPLICAS``
 class RunningColumns(Sequence[RunningWorkload]):
     """Running workloads as columns (see the module docstring), indexed like the snapshot.
 
-    Row ``i``: ``ids[i]``; ``scope[i]`` the index of its scope in ``scopes`` (-1: none of
-    them); ``replicas[i]``, ``admitted_at_ms[i]``; ``request[i, k]`` its amount of
+    Row ``i``: ``ids[i]`` (``id_bytes[i]`` bytes of UTF-8); ``scope[i]`` the index of its
+    scope in ``scopes`` (-1: none of them); ``replicas[i]``, ``admitted_at_ms[i]``; ``request[i, k]`` its amount of
     ``resources[k]`` (0 when absent); ``gpu_models[gpu_model[i]]``; its placements are
     ``placement_start[i]`` and the ``placement_count[i]`` after it, each ``placement_node[p]``
     (an index in ``nodes``, -1: none of them) with ``devices[p]`` (-1 padded).
@@ -43,11 +43,13 @@ class RunningColumns(Sequence[RunningWorkload]):
 
     __slots__ = (
         "_made",
+        "_rows",
         "_valid",
         "admitted_at_ms",
         "devices",
         "gpu_model",
         "gpu_models",
+        "id_bytes",
         "ids",
         "make",
         "nodes",
@@ -67,6 +69,7 @@ class RunningColumns(Sequence[RunningWorkload]):
         nodes: tuple[Node, ...],
         scopes: tuple[Scope, ...],
         ids: list[str],
+        id_bytes: np.ndarray,
         scope: np.ndarray,
         replicas: np.ndarray,
         admitted_at_ms: np.ndarray,
@@ -81,7 +84,7 @@ class RunningColumns(Sequence[RunningWorkload]):
         make: Callable[[int], RunningWorkload],
     ) -> None:
         self.nodes, self.scopes = nodes, scopes
-        self.ids, self.scope, self.replicas = ids, scope, replicas
+        self.ids, self.id_bytes, self.scope, self.replicas = ids, id_bytes, scope, replicas
         self.admitted_at_ms, self.resources, self.request = admitted_at_ms, resources, request
         self.gpu_models, self.gpu_model = gpu_models, gpu_model
         self.placement_start, self.placement_count = placement_start, placement_count
@@ -89,6 +92,7 @@ class RunningColumns(Sequence[RunningWorkload]):
         self.make = make
         self._made: list[RunningWorkload | None] = [None] * len(ids)
         self._valid: bool | None = None
+        self._rows: dict[str, int] | None = None
 
     # --- Sequence[RunningWorkload] -----------------------------------------------------------
 
@@ -124,6 +128,12 @@ class RunningColumns(Sequence[RunningWorkload]):
 
     # --- columns ---------------------------------------------------------------------------
 
+    def rows(self) -> dict[str, int]:
+        """Each id's row (the last, if an id repeats); made once."""
+        if self._rows is None:
+            self._rows = dict(zip(self.ids, range(len(self.ids)), strict=True))
+        return self._rows
+
     def scope_ids(self) -> list[str]:
         """Each row's scope id (rows whose scope is none of ``scopes`` are not asked for)."""
         names = [s.id for s in self.scopes]
@@ -144,11 +154,12 @@ class RunningColumns(Sequence[RunningWorkload]):
         n = len(self)
         if not n:
             return True
-        if len(set(self.ids)) != n:
+        if len(self.rows()) != n:
+            return False  # a repeated id
+        if self.id_bytes.min() < 1:
             return False
-        lengths = list(map(len, self.ids))
-        if min(lengths) < 1 or max(lengths) > MAX_ID_LENGTH:
-            return False
+        if self.id_bytes.max() > MAX_ID_LENGTH and max(map(len, self.ids)) > MAX_ID_LENGTH:
+            return False  # characters, not bytes, are counted: asked only of long UTF-8
         if self.scope.min() < 0:
             return False  # an empty or unknown scope id
         replicas = self.replicas
