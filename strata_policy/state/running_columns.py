@@ -35,10 +35,11 @@ class RunningColumns(Sequence[RunningWorkload]):
     """Running workloads as columns (see the module docstring), indexed like the snapshot.
 
     Row ``i``: ``ids[i]`` (``id_bytes[i]`` bytes of UTF-8); ``scope[i]`` the index of its
-    scope in ``scopes`` (-1: none of them); ``replicas[i]``, ``admitted_at_ms[i]``; ``request[i, k]`` its amount of
-    ``resources[k]`` (0 when absent); ``gpu_models[gpu_model[i]]``; its placements are
-    ``placement_start[i]`` and the ``placement_count[i]`` after it, each ``placement_node[p]``
-    (an index in ``nodes``, -1: none of them) with ``devices[p]`` (-1 padded).
+    scope in ``scopes`` (-1: none of them); ``replicas[i]``, ``admitted_at_ms[i]``;
+    ``request[i, k]`` its amount of ``resources[k]`` (0 when absent);
+    ``gpu_models[gpu_model[i]]``; its placements are ``placement_start[i]`` and the
+    ``placement_count[i]`` after it, each ``placement_node[p]`` (an index in ``nodes``, -1:
+    none of them) with ``devices[p]`` (-1 padded).
     """
 
     __slots__ = (
