@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from strata_policy.engine import Engine
 from strata_policy.errors import InvalidArgument
-from strata_policy.model import Placement, RunningWorkload, Snapshot
+from strata_policy.model import Node, Placement, RunningWorkload, Snapshot
 from strata_policy.service import convert
+from strata_policy.state import running_columns, validate
 from strata_policy.state.durable import SqliteJournal
 from strata_policy.state.running_columns import RunningColumns
 from strata_policy.testing import node, resources, running, scope, snapshot, workload
@@ -215,3 +216,41 @@ def test_journal_recovers_a_columnar_push(tmp_path: Path, every: int) -> None:
     again.close()
     assert recovered.snapshot("c") == engine.snapshot("c")
     assert recovered.get_cluster("c") == engine.get_cluster("c")
+
+
+def test_bounds_are_validates() -> None:
+    """The columnar checks use ``state.validate``'s bounds."""
+    assert (running_columns.MAX_ID_LENGTH, running_columns.MAX_REPLICAS) == (
+        validate.MAX_ID_LENGTH,
+        validate.MAX_REPLICAS,
+    )
+    assert (running_columns.MAX_NODE_RESOURCES, running_columns.MAX_DEVICES_PER_NODE) == (
+        validate.MAX_NODE_RESOURCES,
+        validate.MAX_DEVICES_PER_NODE,
+    )
+
+
+capacity = st.dictionaries(
+    st.sampled_from(["cpu", "gpu", "memory", ""]),
+    st.sampled_from([0, 1, 1000, 1500, 65_000, -1, 2**62, 2**61 + 1]),
+    max_size=3,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["n1", "n2", "n3", ""]), capacity), max_size=5))
+def test_nodes_plainly_valid_only_when_the_walk_finds_nothing(
+    spec: list[tuple[str, dict[str, int]]],
+) -> None:
+    """``nodes_plainly_valid`` never vouches for nodes the field-by-field walk refuses."""
+    nodes = [Node(i, c) for i, c in spec]
+    walked = validate.snapshot_shape(Snapshot(tuple(nodes)))
+    if running_columns.nodes_plainly_valid(nodes):
+        assert walked == []
+
+
+def test_plain_nodes_are_vouched_for() -> None:
+    """Valid nodes sharing their capacity dicts are vouched for without a walk."""
+    shared = NODES[0].capacity
+    assert running_columns.nodes_plainly_valid([Node(f"n{i}", shared) for i in range(50)])
+    assert not running_columns.nodes_plainly_valid([Node("n", shared), Node("n", shared)])

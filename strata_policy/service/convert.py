@@ -76,7 +76,7 @@ def node_from_proto(m: pb.Node) -> model.Node:
     """A node."""
     return model.Node(
         id=m.id,
-        capacity=_dict(m.capacity),
+        capacity=shared_request(m.capacity),  # one dict per distinct capacity, as requests
         labels=_dict(m.labels) if m.labels else _NO_LABELS,
         unschedulable=m.unschedulable,
         gpu_model=m.gpu_model,

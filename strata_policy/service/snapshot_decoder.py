@@ -69,10 +69,10 @@ def columns_from_bytes(
     request = np.zeros((n, len(resources)), dtype=np.int64)
     entry_row = np.repeat(np.arange(n, dtype=np.int64), rows[:, wire.REQ_COUNT])
     request[entry_row, column[key_code]] = entries[:, wire.VALUE]
-    bounds = rows[:, wire.RW_LO].tolist(), rows[:, wire.RW_HI].tolist()
+    lo, hi = rows[:, wire.RW_LO].copy(), rows[:, wire.RW_HI].copy()
 
     def make(i: int) -> RunningWorkload:
-        return convert(pb.RunningWorkload.FromString(buf[bounds[0][i] : bounds[1][i]]))
+        return convert(pb.RunningWorkload.FromString(buf[int(lo[i]) : int(hi[i])]))
 
     return RunningColumns(
         nodes=nodes,

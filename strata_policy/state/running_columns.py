@@ -19,6 +19,8 @@ plain path reports. ``state.columnar_build`` builds a ``ClusterState`` from the 
 
 from __future__ import annotations
 
+import operator
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
@@ -27,8 +29,13 @@ import numpy as np
 from strata_policy.model import Node, RunningWorkload, Scope
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU
 
-MAX_ID_LENGTH = 253  # ``state.validate.MAX_ID_LENGTH`` (validate imports this module)
-MAX_REPLICAS = 10_000  # ``state.validate.MAX_REPLICAS``
+# ``state.validate``'s bounds (validate imports this module; a test keeps them equal)
+MAX_ID_LENGTH = 253
+MAX_REPLICAS = 10_000
+MAX_NODE_RESOURCES = 64
+MAX_DEVICES_PER_NODE = 64
+_ID = operator.attrgetter("id")
+_CAPACITY = operator.attrgetter("capacity")
 
 
 class RunningColumns(Sequence[RunningWorkload]):
@@ -183,3 +190,32 @@ class RunningColumns(Sequence[RunningWorkload]):
         if bool(np.any((count != 0) & (count != replicas))):
             return False
         return not (self.placement_node.size and self.placement_node.min() < 0)
+
+
+def nodes_plainly_valid(nodes: Sequence[Node]) -> bool:
+    """True only when ``state.validate``'s ``node_resources``, ``node`` and ``unique`` would
+    find nothing in ``nodes`` (the columnar path asks this first), asked with C-level passes
+    and once per distinct capacity dict (the service shares one per distinct capacity,
+    ``convert.shared_request``) rather than once per node."""
+    if not nodes:
+        return True
+    ids = list(map(_ID, nodes))
+    lengths = list(map(len, ids))
+    if len(set(ids)) != len(ids) or min(lengths) < 1 or max(lengths) > MAX_ID_LENGTH:
+        return False
+    capacities = list(map(_CAPACITY, nodes))
+    counts = Counter(map(id, capacities))
+    distinct = dict(zip(map(id, capacities), capacities, strict=True))
+    names = set().union(*distinct.values())
+    if len(names) > MAX_NODE_RESOURCES or "" in names:
+        return False
+    totals: dict[str, int] = {}
+    for key, capacity in distinct.items():
+        for name, amount in capacity.items():
+            if not 0 <= amount <= MAX_AMOUNT:
+                return False
+            totals[name] = totals.get(name, 0) + amount * counts[key]
+        gpu = capacity.get(GPU, 0)
+        if gpu % MILLI_PER_GPU or gpu // MILLI_PER_GPU > MAX_DEVICES_PER_NODE:
+            return False
+    return all(total <= MAX_AMOUNT for total in totals.values())

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Node, RunningWorkload, Scope, Snapshot, Workload
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU, valid_gpu_request
-from strata_policy.state.running_columns import RunningColumns
+from strata_policy.state.running_columns import RunningColumns, nodes_plainly_valid
 
 _ID = operator.attrgetter("id")
 _SCOPE = operator.attrgetter("scope_id")
@@ -367,7 +367,11 @@ def snapshot_shape(snap: Snapshot, path: str = "snapshot") -> list[FieldViolatio
     made and walked, so the violations are exactly the plain path's.
     """
     if isinstance(snap.workloads, RunningColumns) and snap.workloads.plainly_valid():
-        out = snapshot_shape(Snapshot(snap.nodes, snap.scopes), path)
+        if nodes_plainly_valid(snap.nodes):
+            out: list[FieldViolation] = []
+            scope_tree(snap.scopes, f"{path}.scopes", out)
+        else:
+            out = snapshot_shape(Snapshot(snap.nodes, snap.scopes), path)
         if not out:
             return out
     out = []
