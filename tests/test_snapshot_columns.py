@@ -16,6 +16,7 @@ from strata_policy.errors import InvalidArgument
 from strata_policy.model import Node, Placement, RunningWorkload, Snapshot
 from strata_policy.service import convert
 from strata_policy.state import running_columns, validate
+from strata_policy.state.changes import Delta
 from strata_policy.state.durable import SqliteJournal
 from strata_policy.state.running_columns import RunningColumns
 from strata_policy.testing import node, resources, running, scope, snapshot, workload
@@ -254,3 +255,36 @@ def test_plain_nodes_are_vouched_for() -> None:
     shared = NODES[0].capacity
     assert running_columns.nodes_plainly_valid([Node(f"n{i}", shared) for i in range(50)])
     assert not running_columns.nodes_plainly_valid([Node("n", shared), Node("n", shared)])
+
+
+DELTAS = [
+    pytest.param(Delta(remove_workload_ids=("w1",)), id="remove a workload"),
+    pytest.param(
+        Delta(upsert_workloads=(running(workload("w2", "lab", cpu=2), "n2"),)),
+        id="replace a workload (keeps its place)",
+    ),
+    pytest.param(
+        Delta(upsert_workloads=(running(workload("new", "team", cpu=1), "n1"),)), id="add one"
+    ),
+    pytest.param(Delta(upsert_nodes=(node("n3", cpu=8),)), id="add a node"),
+    pytest.param(Delta(remove_node_ids=("n2",)), id="bad: remove a node in use"),
+    pytest.param(Delta(remove_scope_ids=("lab",)), id="remove a scope"),
+]
+
+
+@pytest.mark.parametrize("delta", DELTAS)
+def test_updates_after_a_columnar_push_match(delta: Delta) -> None:
+    """UpdateSnapshot on a state pushed as columns leaves what it leaves on a plain one."""
+    rws = [running(workload(f"w{i}", "team", cpu=1), "n1" if i % 2 else "n2") for i in range(4)]
+    snap = snapshot(NODES, SCOPES, rws)
+    answers: list[list[Any]] = []
+    for pushed in (columnar(snap), plain(snap)):
+        engine = Engine(clock=lambda: 1000)
+        engine.push_snapshot("c", pushed)
+        answer: list[Any] = []
+        try:
+            engine.update_snapshot("c", delta)
+        except InvalidArgument as e:
+            answer.append([(v.field, v.description) for v in e.violations])
+        answers.append([*answer, engine.snapshot("c"), engine.get_cluster("c")])
+    assert answers[0] == answers[1]

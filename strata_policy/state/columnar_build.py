@@ -101,11 +101,12 @@ def held(cols: RunningColumns) -> tuple[RunningTable, dict[str, int]]:
     numbers (snapshot order): two copies of the columns' id → row map (a dict's copy is a
     fraction of building it)."""
     rows = cols.rows()
-    names = [s.id for s in cols.scopes]
-    scope = cols.scope
+    made: list[list[str]] = []  # each row's scope id, listed the first time one is asked
 
     def scope_of(row: int) -> str:
-        return names[int(scope[row])]
+        if not made:
+            made.append(cols.scope_ids())
+        return made[0][row]
 
     table: dict[str, RunningWorkload | int] = dict(rows)
     return RunningTable(table, cols.__getitem__, scope_of), dict(rows)
