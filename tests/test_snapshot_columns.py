@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from strata_policy.engine import Engine
 from strata_policy.errors import InvalidArgument
-from strata_policy.model import Node, Placement, RunningWorkload, Snapshot
+from strata_policy.model import Node, Placement, RunningWorkload, Snapshot, new_node
 from strata_policy.service import convert
 from strata_policy.state import running_columns, validate
 from strata_policy.state.changes import Delta
@@ -288,3 +288,14 @@ def test_updates_after_a_columnar_push_match(delta: Delta) -> None:
             answer.append([(v.field, v.description) for v in e.violations])
         answers.append([*answer, engine.snapshot("c"), engine.get_cluster("c")])
     assert answers[0] == answers[1]
+
+
+def test_new_node_is_the_dataclass_value() -> None:
+    """``new_node`` builds the value ``Node(...)`` builds, and a wire node converts to it."""
+    fields = ("n", {"cpu": 1, "gpu": 2000}, {"zone": "a"}, True, "A100")
+    built = new_node(*fields)
+    assert type(built) is Node
+    assert built == Node(*fields)
+    assert convert.node_from_proto(convert.node_to_proto(built)) == built
+    with pytest.raises(AttributeError):
+        built.id = "x"  # type: ignore[misc]  # frozen on purpose

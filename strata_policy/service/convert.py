@@ -55,6 +55,7 @@ def enum_from_proto(table: Mapping[Any, E], value: int, field: str) -> E:
 # selectors: a pushed million-workload snapshot would otherwise hold a million empty dicts.
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
 _new_workload = model.new_workload
+_new_node = model.new_node
 _intern = sys.intern
 _REQUESTS: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
 _MAX_SHARED_REQUESTS = 4096
@@ -73,13 +74,14 @@ def _dict(m: Mapping[str, E]) -> dict[str, E]:
 
 
 def node_from_proto(m: pb.Node) -> model.Node:
-    """A node."""
-    return model.Node(
-        id=m.id,
-        capacity=shared_request(m.capacity),  # one dict per distinct capacity, as requests
-        labels=_dict(m.labels) if m.labels else _NO_LABELS,
-        unschedulable=m.unschedulable,
-        gpu_model=m.gpu_model,
+    """A node (built through its slots: a pushed snapshot has a hundred thousand)."""
+    labels = m.labels
+    return _new_node(
+        m.id,
+        shared_request(m.capacity),  # one dict per distinct capacity, as for requests
+        _dict(labels) if labels else _NO_LABELS,
+        m.unschedulable,
+        m.gpu_model,
     )
 
 
