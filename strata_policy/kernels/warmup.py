@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from strata_policy.kernels import snapshot_wire
 from strata_policy.kernels.api import place_batch_arrays, refresh_frag_rows
 from strata_policy.kernels.arrays import FragArrays
 from strata_policy.kernels.proto_records import scan_records, write_records
@@ -13,6 +14,7 @@ from strata_policy.kernels.search import BlockIndex, BlockLayout
 
 def warmup() -> None:
     """Compile (or load from the cache) every kernel by running each policy on tiny inputs."""
+    snapshot_wire.warmup()
     record = np.array([0x12, 3, 0x0A, 0, 7], dtype=np.uint8)
     scan_records(record, 0, 5, record[4:])
     ends = np.array([1], dtype=np.int64)

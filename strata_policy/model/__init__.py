@@ -25,6 +25,7 @@ from strata_policy.model.objects import (
     Scope,
     Snapshot,
     Workload,
+    new_node,
     new_workload,
 )
 
@@ -51,6 +52,7 @@ __all__ = [
     "VictimReason",
     "Workload",
     "WorkloadResult",
+    "new_node",
     "new_result",
     "new_workload",
 ]

@@ -7,7 +7,7 @@ that a bad snapshot can be described field by field before anything is built fro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from strata_policy.model.resources import GPU, Resources, scale
@@ -101,11 +101,15 @@ class RunningWorkload:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """A whole cluster: nodes in snapshot order (the tie-break order), scopes, running work."""
+    """A whole cluster: nodes in snapshot order (the tie-break order), scopes, running work.
+
+    ``workloads`` is a tuple, or a sequence that makes each workload when read (a pushed
+    snapshot's columns, ``state.running_columns``): read it as a ``Sequence``.
+    """
 
     nodes: tuple[Node, ...] = ()
     scopes: tuple[Scope, ...] = ()
-    workloads: tuple[RunningWorkload, ...] = ()
+    workloads: Sequence[RunningWorkload] = ()
 
 
 _new = object.__new__
@@ -127,6 +131,30 @@ WORKLOAD_SETTERS = setters(
     _set_spread_key,
     _set_queued_at_ms,
 ) = WORKLOAD_SETTERS
+
+
+NODE_SETTERS = setters(Node, ("id", "capacity", "labels", "unschedulable", "gpu_model"))
+"""``Node``'s slot setters in field order."""
+_node_setters = NODE_SETTERS
+
+
+def new_node(
+    id: str,
+    capacity: Resources,
+    labels: Mapping[str, str],
+    unschedulable: bool,
+    gpu_model: str,
+) -> Node:
+    """``Node(...)`` with every field given, built through its slots (as ``new_workload``: a
+    pushed snapshot converts one per node). The value equals ``Node(...)`` of the same fields."""
+    n: Node = _new(Node)
+    set_id, set_capacity, set_labels, set_unschedulable, set_gpu_model = _node_setters
+    set_id(n, id)
+    set_capacity(n, capacity)
+    set_labels(n, labels)
+    set_unschedulable(n, unschedulable)
+    set_gpu_model(n, gpu_model)
+    return n
 
 
 def new_workload(

@@ -19,6 +19,7 @@ from strata.policy.v1 import types_pb2 as pb
 from strata_policy import model
 from strata_policy.errors import InvalidArgument
 from strata_policy.placement.place import FgdScore, PlacementOptions
+from strata_policy.service import snapshot_decoder
 from strata_policy.service.field_coverage import FieldMap, same
 from strata_policy.state.changes import Delta
 from strata_policy.state.taskmix import TaskType
@@ -55,6 +56,7 @@ def enum_from_proto(table: Mapping[Any, E], value: int, field: str) -> E:
 # selectors: a pushed million-workload snapshot would otherwise hold a million empty dicts.
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
 _new_workload = model.new_workload
+_new_node = model.new_node
 _intern = sys.intern
 _REQUESTS: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
 _MAX_SHARED_REQUESTS = 4096
@@ -66,14 +68,21 @@ VICTIM_REASONS = {r: getattr(pb, f"VICTIM_REASON_{r.value}") for r in model.Vict
 # --- from the wire ---------------------------------------------------------------------------
 
 
+def _dict(m: Mapping[str, E]) -> dict[str, E]:
+    """A protobuf map as a dict: read key by key, for ``dict(m)`` goes through the pure-Python
+    ``KeysView`` and costs twice as much (a pushed snapshot has a map or two per node)."""
+    return {k: m[k] for k in m}
+
+
 def node_from_proto(m: pb.Node) -> model.Node:
-    """A node."""
-    return model.Node(
-        id=m.id,
-        capacity=dict(m.capacity),
-        labels=dict(m.labels) if m.labels else _NO_LABELS,
-        unschedulable=m.unschedulable,
-        gpu_model=m.gpu_model,
+    """A node (built through its slots: a pushed snapshot has a hundred thousand)."""
+    labels = m.labels
+    return _new_node(
+        m.id,
+        shared_request(m.capacity),  # one dict per distinct capacity, as for requests
+        _dict(labels) if labels else _NO_LABELS,
+        m.unschedulable,
+        m.gpu_model,
     )
 
 
@@ -83,8 +92,8 @@ def scope_from_proto(m: pb.Scope) -> model.Scope:
         id=m.id,
         parent_id=m.parent_id,
         kind=m.kind,
-        guarantee=dict(m.guarantee),
-        limit=dict(m.limit),
+        guarantee=_dict(m.guarantee),
+        limit=_dict(m.limit),
         weight=m.weight if m.weight != 0 else 1.0,
     )
 
@@ -175,12 +184,19 @@ def running_from_proto(m: pb.RunningWorkload) -> model.RunningWorkload:
 
 
 def snapshot_from_proto(m: pb.Snapshot) -> model.Snapshot:
-    """A whole snapshot."""
-    return model.Snapshot(
-        nodes=tuple(node_from_proto(n) for n in m.nodes),
-        scopes=tuple(scope_from_proto(s) for s in m.scopes),
-        workloads=tuple(running_from_proto(w) for w in m.workloads),
-    )
+    """A whole snapshot; its running workloads as columns (``snapshot_decoder``), made one by
+    one only when read, or converted here one by one when the columns cannot be read."""
+    nodes = tuple(node_from_proto(n) for n in m.nodes)
+    scopes = tuple(scope_from_proto(s) for s in m.scopes)
+    columns = snapshot_decoder.running_columns(m, nodes, scopes, running_from_proto)
+    if columns is not None:
+        return model.Snapshot(nodes, scopes, columns)
+    return model.Snapshot(nodes, scopes, plain_running_from_proto(m))
+
+
+def plain_running_from_proto(m: pb.Snapshot) -> tuple[model.RunningWorkload, ...]:
+    """A snapshot's running workloads, converted one by one (the plain path)."""
+    return tuple(running_from_proto(w) for w in m.workloads)
 
 
 def delta_from_proto(m: svc.UpdateSnapshotRequest) -> Delta:

@@ -18,9 +18,11 @@ from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Node, Placement, RunningWorkload, Scope, Snapshot
 from strata_policy.model.resources import Resources
 from strata_policy.quota import QuotaTree
-from strata_policy.state import allocation
+from strata_policy.state import allocation, columnar_build
 from strata_policy.state.allocation import ReplicaRows
 from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.running_columns import RunningColumns
+from strata_policy.state.running_table import RunningTable
 from strata_policy.state.taskmix import TaskMix
 
 Undo = Callable[[], None]
@@ -51,7 +53,7 @@ class ClusterState:
         self.matrix = matrix
         self.tree = tree
         self.task_mix = task_mix
-        self.workloads: dict[str, RunningWorkload] = {}
+        self.workloads = RunningTable()
         self._seq: dict[str, int] = {}  # admission order, restored exactly by undo
         self._next_seq = 0
         self.lock = threading.RLock()
@@ -73,12 +75,18 @@ class ClusterState:
         """Build the dense state from a validated snapshot; placements must fit their nodes.
 
         Raises ``InvalidArgument`` naming each replica that does not fit where the snapshot says
-        it runs (checked cumulatively, in snapshot order).
+        it runs (checked cumulatively, in snapshot order). Running workloads held as columns
+        (``RunningColumns``) are built per column (``columnar_build``) into the same state,
+        their workloads made only when read; where that cannot vouch for the answer, the plain
+        path below reads them one by one.
         """
         matrix = NodeMatrix.from_nodes(snapshot.nodes)
         tree = QuotaTree.build(snapshot.scopes)
         mix = task_mix.copy() if task_mix is not None else TaskMix()
         state = cls(cluster_id, snapshot, generation, matrix, tree, mix)
+        cols = snapshot.workloads
+        if isinstance(cols, RunningColumns) and state._build_columns(cols, task_mix is None):
+            return state
         if not matrix.allocate_running(snapshot.workloads):
             violations = _allocate_one_by_one(matrix, snapshot, path)
             if violations:
@@ -97,6 +105,22 @@ class ClusterState:
         if task_mix is None:
             mix.observe_many(rw.workload for rw in snapshot.workloads)
         return state
+
+    def _build_columns(self, cols: RunningColumns, observe: bool) -> bool:
+        """``build``'s work from columns; False (nothing changed) sends it to the plain path."""
+        if not cols.plainly_valid():
+            return False
+        rows = columnar_build.replica_rows(self.matrix, cols)
+        charges = columnar_build.charges(cols)
+        if rows is None or charges is None or not self.matrix.allocate_rows(rows):
+            return False
+        for scope_id, amounts in charges.items():
+            self.tree.charge(scope_id, amounts)
+        if observe:
+            columnar_build.observe(self.task_mix, cols)
+        self.workloads, self._seq = columnar_build.held(cols)
+        self._next_seq = len(cols)
+        return True
 
     # --- reading -------------------------------------------------------------------------
 
@@ -134,8 +158,8 @@ class ClusterState:
     def workload_counts(self) -> dict[str, int]:
         """How many workloads each scope holds directly."""
         counts: dict[str, int] = {}
-        for rw in self.workloads.values():
-            counts[rw.workload.scope_id] = counts.get(rw.workload.scope_id, 0) + 1
+        for scope_id in self.workloads.scope_ids():  # without making the workloads
+            counts[scope_id] = counts.get(scope_id, 0) + 1
         return counts
 
     # --- changing ------------------------------------------------------------------------
@@ -189,7 +213,7 @@ class ClusterState:
         for scope_id, amounts in (_charges(rws) if charges is None else charges).items():
             self.tree.charge(scope_id, amounts)
         n = self._next_seq
-        workloads.update(zip(ids, rws, strict=True))
+        workloads.put_many(zip(ids, rws, strict=True))
         self._seq.update(zip(ids, range(n, n + len(ids)), strict=True))
         self._next_seq = n + len(ids)
         self.touched.update(ids)

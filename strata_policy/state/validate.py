@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Node, RunningWorkload, Scope, Snapshot, Workload
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU, valid_gpu_request
+from strata_policy.state.running_columns import RunningColumns, nodes_plainly_valid
 
 _ID = operator.attrgetter("id")
 _SCOPE = operator.attrgetter("scope_id")
@@ -359,8 +360,21 @@ def cluster_totals(nodes: Sequence[Node], path: str, out: list[FieldViolation]) 
 
 
 def snapshot_shape(snap: Snapshot, path: str = "snapshot") -> list[FieldViolation]:
-    """Everything that can be checked without building the node state."""
-    out: list[FieldViolation] = []
+    """Everything that can be checked without building the node state.
+
+    Running workloads held as columns (``RunningColumns``) are asked ``plainly_valid`` instead
+    of walked; when it cannot say so, or the nodes or scopes have a problem, every workload is
+    made and walked, so the violations are exactly the plain path's.
+    """
+    if isinstance(snap.workloads, RunningColumns) and snap.workloads.plainly_valid():
+        if nodes_plainly_valid(snap.nodes):
+            out: list[FieldViolation] = []
+            scope_tree(snap.scopes, f"{path}.scopes", out)
+        else:
+            out = snapshot_shape(Snapshot(snap.nodes, snap.scopes), path)
+        if not out:
+            return out
+    out = []
     node_resources(snap.nodes, f"{path}.nodes", out)
     for i, n in enumerate(snap.nodes):
         node(n, f"{path}.nodes[{i}]", out)

@@ -1,0 +1,346 @@
+"""The running workloads of a serialized ``Snapshot``, read from its wire bytes as columns.
+
+This is the one module that reads PushSnapshot's bytes without protobuf's message objects
+(``service.snapshot_decoder`` drives it). ``walk_running`` reads a ``Snapshot``'s field 3
+(``RunningWorkload``) records and writes, per record, the byte bounds of the record and of its
+workload's ``id``, ``scope_id`` and ``gpu_model``, its ``replicas`` and ``admitted_at_ms``, its
+``request`` entries (name bounds and amount) and its placements (node id bounds and GPU
+devices). Fields the columns do not need (priority, preemptible, selector, spread, queue time)
+are stepped over: a workload is made from its record's bytes by protobuf itself when a caller
+needs one.
+
+It reads only what it can read exactly as protobuf does, and otherwise answers a non-zero
+status and the caller takes the plain path: a field number the messages do not have (an
+unknown field), a known field on another wire type, a ``workload`` given twice (protobuf would
+merge the two), a request map that names a resource twice or has an entry without a name, a
+placement naming a device twice or a negative one (the columns pad with -1), a record without
+a workload, bytes cut short. Scalars given twice take the last value, and ``gpu_devices`` may
+be packed or not, in pieces, as protobuf reads them; an ``int32`` keeps the low 32 bits of its
+varint, as protobuf does.
+
+The kernel is called twice: with ``fill`` false it only counts (records, request entries,
+placements, devices) so the caller can size the arrays, then with ``fill`` true it writes them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from strata_policy.kernels.config import inline_kernel, kernel
+
+# Columns of ``rows`` (one row per running workload).
+RW_LO, RW_HI, ID_LO, ID_HI, SCOPE_LO, SCOPE_HI, MODEL_LO, MODEL_HI = range(8)
+REPLICAS, ADMITTED, REQ_START, REQ_COUNT, PL_START, PL_COUNT = range(8, 14)
+ROW_FIELDS = 14
+# Columns of ``entries`` (request map entries) and ``placements``.
+KEY_LO, KEY_HI, VALUE = range(3)
+ENTRY_FIELDS = 3
+NODE_LO, NODE_HI, DEV_START, DEV_COUNT = range(4)
+PLACEMENT_FIELDS = 4
+
+OK = 0
+MALFORMED = 1  # bytes cut short, a varint too long, a length past the end
+UNKNOWN_FIELD = 2  # a field number or wire type the message does not have
+MERGED = 3  # a singular message field given twice: protobuf merges, the columns do not
+NO_WORKLOAD = 4
+REPEATED_KEY = 5  # a request map naming a resource twice (protobuf keeps the last)
+NO_KEY = 6  # a request map entry without its name
+REPEATED_DEVICE = 7
+NEGATIVE_DEVICE = 8  # a device below 0 (the columns pad with -1; the plain path refuses it)
+
+
+@inline_kernel
+def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
+    """(value as int64, position after); position -1 when malformed."""
+    result = np.int64(0)
+    shift = 0
+    while pos < end and shift < 64:
+        b = int(buf[pos])
+        pos += 1
+        result |= np.int64(b & 0x7F) << np.int64(shift)  # bits past 64 dropped, as protobuf
+        if b < 0x80:
+            return int(result), pos
+        shift += 7
+    return 0, -1
+
+
+@inline_kernel
+def _int32(value: int) -> int:
+    """The low 32 bits of a varint as a signed int32 (protobuf's reading of an ``int32``)."""
+    low = value & 0xFFFFFFFF
+    return low - (1 << 32) if low >= (1 << 31) else low
+
+
+@inline_kernel
+def _same(buf: np.ndarray, a_lo: int, a_hi: int, b_lo: int, b_hi: int) -> bool:
+    if a_hi - a_lo != b_hi - b_lo:
+        return False
+    for k in range(a_hi - a_lo):  # noqa: SIM110  # numba compiles loops, not genexps
+        if buf[a_lo + k] != buf[b_lo + k]:
+            return False
+    return True
+
+
+@kernel
+def walk_running(
+    buf: np.ndarray,
+    fill: bool,
+    rows: np.ndarray,
+    entries: np.ndarray,
+    placements: np.ndarray,
+    devices: np.ndarray,
+) -> tuple[int, int, int, int, int]:
+    """(status, records, entries, placements, devices) of the ``Snapshot`` in ``buf``; see the
+    module docstring. With ``fill``, ``rows``/``entries``/``placements``/``devices`` hold at
+    least the counts a first call without it answered."""
+    end = buf.shape[0]
+    pos = 0
+    n_rows = 0
+    n_entries = 0
+    n_placements = 0
+    n_devices = 0
+    while pos < end:
+        tag, pos = _varint(buf, pos, end)
+        if pos < 0:
+            return MALFORMED, 0, 0, 0, 0
+        field, wire = tag >> 3, tag & 7
+        if wire != 2 or field < 1 or field > 3:
+            return UNKNOWN_FIELD, 0, 0, 0, 0
+        size, pos = _varint(buf, pos, end)
+        if pos < 0 or size < 0 or pos + size > end:
+            return MALFORMED, 0, 0, 0, 0
+        lo, hi = pos, pos + size
+        pos = hi
+        if field != 3:  # nodes and scopes: read by protobuf
+            continue
+        # --- one RunningWorkload in [lo, hi) ---
+        seen_workload = False
+        replicas = 0
+        admitted = 0
+        id_lo = id_hi = scope_lo = scope_hi = model_lo = model_hi = lo
+        req_start = n_entries
+        pl_start = n_placements
+        at = lo
+        while at < hi:
+            tag, at = _varint(buf, at, hi)
+            if at < 0:
+                return MALFORMED, 0, 0, 0, 0
+            field, wire = tag >> 3, tag & 7
+            if field == 3 and wire == 0:
+                admitted, at = _varint(buf, at, hi)
+                if at < 0:
+                    return MALFORMED, 0, 0, 0, 0
+                continue
+            if wire != 2 or field < 1 or field > 2:
+                return UNKNOWN_FIELD, 0, 0, 0, 0
+            size, at = _varint(buf, at, hi)
+            if at < 0 or size < 0 or at + size > hi:
+                return MALFORMED, 0, 0, 0, 0
+            m_lo, m_hi = at, at + size
+            at = m_hi
+            if field == 1:  # the Workload
+                if seen_workload:
+                    return MERGED, 0, 0, 0, 0
+                seen_workload = True
+                w = m_lo
+                while w < m_hi:
+                    tag, w = _varint(buf, w, m_hi)
+                    if w < 0:
+                        return MALFORMED, 0, 0, 0, 0
+                    field, wire = tag >> 3, tag & 7
+                    scalar = field == 4 or field == 5 or field == 6 or field == 10  # noqa: PLR1714  # numba: no set literals
+                    if scalar and wire == 0:
+                        value, w = _varint(buf, w, m_hi)
+                        if field == 4:
+                            replicas = _int32(value)
+                    elif scalar or wire != 2 or field < 1 or field > 9:
+                        return UNKNOWN_FIELD, 0, 0, 0, 0
+                    else:
+                        size, w = _varint(buf, w, m_hi)
+                        if w < 0 or size < 0 or w + size > m_hi:
+                            return MALFORMED, 0, 0, 0, 0
+                        s_lo, s_hi = w, w + size
+                        w = s_hi
+                        if field == 1:
+                            id_lo, id_hi = s_lo, s_hi
+                        elif field == 2:
+                            scope_lo, scope_hi = s_lo, s_hi
+                        elif field == 8:
+                            model_lo, model_hi = s_lo, s_hi
+                        elif field == 3:  # a request map entry
+                            key_lo = key_hi = -1
+                            amount = 0
+                            e = s_lo
+                            while e < s_hi:
+                                tag, e = _varint(buf, e, s_hi)
+                                if e < 0:
+                                    return MALFORMED, 0, 0, 0, 0
+                                if tag == 0x0A:
+                                    size, e = _varint(buf, e, s_hi)
+                                    if e < 0 or size < 0 or e + size > s_hi:
+                                        return MALFORMED, 0, 0, 0, 0
+                                    key_lo, key_hi = e, e + size
+                                    e = key_hi
+                                elif tag == 0x10:
+                                    amount, e = _varint(buf, e, s_hi)
+                                    if e < 0:
+                                        return MALFORMED, 0, 0, 0, 0
+                                else:
+                                    return UNKNOWN_FIELD, 0, 0, 0, 0
+                            if key_lo < 0:
+                                return NO_KEY, 0, 0, 0, 0
+                            if fill:
+                                for k in range(req_start, n_entries):
+                                    other_lo, other_hi = entries[k, KEY_LO], entries[k, KEY_HI]
+                                    if _same(buf, key_lo, key_hi, other_lo, other_hi):
+                                        return REPEATED_KEY, 0, 0, 0, 0
+                                entries[n_entries, KEY_LO] = key_lo
+                                entries[n_entries, KEY_HI] = key_hi
+                                entries[n_entries, VALUE] = amount
+                            n_entries += 1
+                        # fields 7 (node_selector) and 9 (spread): stepped over
+                    if w < 0:
+                        return MALFORMED, 0, 0, 0, 0
+            else:  # a Placement in [m_lo, m_hi)
+                node_lo = node_hi = m_lo
+                dev_start = n_devices
+                p = m_lo
+                while p < m_hi:
+                    tag, p = _varint(buf, p, m_hi)
+                    if p < 0:
+                        return MALFORMED, 0, 0, 0, 0
+                    if tag == 0x0A:
+                        size, p = _varint(buf, p, m_hi)
+                        if p < 0 or size < 0 or p + size > m_hi:
+                            return MALFORMED, 0, 0, 0, 0
+                        node_lo, node_hi = p, p + size
+                        p = node_hi
+                    elif tag == 0x10:
+                        value, p = _varint(buf, p, m_hi)
+                        if p < 0:
+                            return MALFORMED, 0, 0, 0, 0
+                        if fill:
+                            devices[n_devices] = _int32(value)
+                        n_devices += 1
+                    elif tag == 0x12:  # packed
+                        size, p = _varint(buf, p, m_hi)
+                        if p < 0 or size < 0 or p + size > m_hi:
+                            return MALFORMED, 0, 0, 0, 0
+                        packed_end = p + size
+                        while p < packed_end:
+                            value, p = _varint(buf, p, packed_end)
+                            if p < 0:
+                                return MALFORMED, 0, 0, 0, 0
+                            if fill:
+                                devices[n_devices] = _int32(value)
+                            n_devices += 1
+                    else:
+                        return UNKNOWN_FIELD, 0, 0, 0, 0
+                if fill:
+                    for a in range(dev_start, n_devices):
+                        if devices[a] < 0:
+                            return NEGATIVE_DEVICE, 0, 0, 0, 0
+                        for b in range(dev_start, a):
+                            if devices[a] == devices[b]:
+                                return REPEATED_DEVICE, 0, 0, 0, 0
+                    placements[n_placements, NODE_LO] = node_lo
+                    placements[n_placements, NODE_HI] = node_hi
+                    placements[n_placements, DEV_START] = dev_start
+                    placements[n_placements, DEV_COUNT] = n_devices - dev_start
+                n_placements += 1
+        if not seen_workload:
+            return NO_WORKLOAD, 0, 0, 0, 0
+        if fill:
+            rows[n_rows, RW_LO] = lo
+            rows[n_rows, RW_HI] = hi
+            rows[n_rows, ID_LO] = id_lo
+            rows[n_rows, ID_HI] = id_hi
+            rows[n_rows, SCOPE_LO] = scope_lo
+            rows[n_rows, SCOPE_HI] = scope_hi
+            rows[n_rows, MODEL_LO] = model_lo
+            rows[n_rows, MODEL_HI] = model_hi
+            rows[n_rows, REPLICAS] = replicas
+            rows[n_rows, ADMITTED] = admitted
+            rows[n_rows, REQ_START] = req_start
+            rows[n_rows, REQ_COUNT] = n_entries - req_start
+            rows[n_rows, PL_START] = pl_start
+            rows[n_rows, PL_COUNT] = n_placements - pl_start
+        n_rows += 1
+    return OK, n_rows, n_entries, n_placements, n_devices
+
+
+@kernel
+def join(buf: np.ndarray, lo: np.ndarray, hi: np.ndarray, out: np.ndarray, sep: int) -> int:
+    """Copy ``buf[lo[i]:hi[i]]`` for each ``i`` into ``out``, ``sep`` between two; the bytes
+    used, or -1 when a string holds ``sep`` (the joined text would split wrongly). ``out``
+    holds at least ``sum(hi - lo) + len(lo)`` bytes."""
+    used = 0
+    for i in range(lo.shape[0]):
+        if i:
+            out[used] = sep
+            used += 1
+        for k in range(lo[i], hi[i]):
+            b = buf[k]
+            if b == sep:
+                return -1
+            out[used] = b
+            used += 1
+    return used
+
+
+@inline_kernel
+def _hash(buf: np.ndarray, lo: int, hi: int) -> int:
+    """FNV-1a of ``buf[lo:hi]``, kept to 62 bits (non-negative in an int64)."""
+    h = 0x0BF29CE484222325  # FNV's offset basis, kept to 62 bits
+    for k in range(lo, hi):
+        h = ((h ^ int(buf[k])) * 0x100000001B3) & 0x3FFFFFFFFFFFFFFF
+    return h
+
+
+@kernel
+def distinct(
+    buf: np.ndarray, lo: np.ndarray, hi: np.ndarray, codes: np.ndarray, table: np.ndarray
+) -> int:
+    """Number the distinct strings ``buf[lo[i]:hi[i]]`` in the order each first comes: ``codes[i]``
+    is string ``i``'s number; answers how many there are. ``table`` is scratch, filled with -1,
+    its size a power of two above ``len(lo)`` (open addressing; it holds the first index of each
+    distinct string). The caller finds string ``c``'s first index as the first ``i`` with
+    ``codes[i] == c``."""
+    mask = table.shape[0] - 1
+    count = 0
+    for i in range(lo.shape[0]):
+        slot = _hash(buf, lo[i], hi[i]) & mask
+        while True:
+            j = table[slot]
+            if j < 0:
+                table[slot] = i
+                codes[i] = count
+                count += 1
+                break
+            if _same(buf, lo[i], hi[i], lo[j], hi[j]):
+                codes[i] = codes[j]
+                break
+            slot = (slot + 1) & mask
+    return count
+
+
+def warmup() -> None:
+    """Compile (or load from the cache) both kernels on a one-workload snapshot."""
+    record = np.frombuffer(bytes([0x1A, 7, 0x0A, 3, 0x0A, 1, 0x77, 0x12, 0]), dtype=np.uint8)
+    counted = walk_running(record, False, *arrays(0, 0, 0, 0))
+    walk_running(record, True, *arrays(*counted[1:]))
+    bounds = np.array([6], dtype=np.int64)
+    join(record, bounds, bounds + 1, np.empty(2, dtype=np.uint8), 0)
+    distinct(record, bounds, bounds + 1, np.empty(1, dtype=np.int64), np.full(2, -1, np.int64))
+
+
+def arrays(
+    rows: int, entries: int, placements: int, devices: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Output arrays for ``walk_running`` of the counts a first call answered."""
+    return (
+        np.empty((rows, ROW_FIELDS), dtype=np.int64),
+        np.empty((entries, ENTRY_FIELDS), dtype=np.int64),
+        np.empty((placements, PLACEMENT_FIELDS), dtype=np.int64),
+        np.empty(devices, dtype=np.int64),
+    )

@@ -1,0 +1,106 @@
+"""The held workloads of a cluster by id, each made only when something reads it.
+
+``ClusterState.workloads`` maps id → ``RunningWorkload`` in admission order. A state built from
+columns (``state.running_columns``) starts with every id mapped to its row number, and a row
+becomes its ``RunningWorkload`` (``make``, then kept) the first time it is read: a pushed
+million-workload snapshot does not make a million objects that nothing may ever read. Keys,
+``in``, ``len`` and key order are the dict's own, so they cost what a dict's cost; reading the
+values of all of them (``values()``, ``items()``) makes every row once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    MutableMapping,
+    ValuesView,
+)
+from typing import cast
+
+from strata_policy.model import RunningWorkload
+
+
+def _never(row: int) -> RunningWorkload:
+    raise KeyError(row)  # a table built without rows holds none to make
+
+
+class RunningTable(MutableMapping[str, RunningWorkload]):
+    """A ``dict[str, RunningWorkload]`` whose entries may still be row numbers; see above."""
+
+    __slots__ = ("_items", "_make", "_scope_of")
+
+    def __init__(
+        self,
+        rows: dict[str, RunningWorkload | int] | None = None,
+        make: Callable[[int], RunningWorkload] = _never,
+        scope_of: Callable[[int], str] | None = None,
+    ) -> None:
+        self._items: dict[str, RunningWorkload | int] = rows if rows is not None else {}
+        self._make = make
+        self._scope_of = scope_of
+
+    def __getitem__(self, key: str) -> RunningWorkload:
+        value = self._items[key]
+        if type(value) is int:
+            made = self._items[key] = self._make(value)
+            return made
+        return cast(RunningWorkload, value)
+
+    def __setitem__(self, key: str, value: RunningWorkload) -> None:
+        self._items[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._items[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def keys(self) -> KeysView[str]:
+        """The dict's own keys view (C-level ``isdisjoint``, set operations)."""
+        return self._items.keys()
+
+    def values(self) -> ValuesView[RunningWorkload]:
+        """Every workload (each row made once, then kept)."""
+        self._make_all()
+        return cast(ValuesView[RunningWorkload], self._items.values())
+
+    def items(self) -> ItemsView[str, RunningWorkload]:
+        """Every (id, workload) (each row made once, then kept)."""
+        self._make_all()
+        return cast(ItemsView[str, RunningWorkload], self._items.items())
+
+    def put_many(self, pairs: Iterable[tuple[str, RunningWorkload]]) -> None:
+        """``update`` at the dict's speed (the mixin's is a Python loop of ``__setitem__``)."""
+        self._items.update(pairs)
+
+    def scope_id(self, key: str) -> str:
+        """A held workload's scope, without making it."""
+        value = self._items[key]
+        if type(value) is int and self._scope_of is not None:
+            return self._scope_of(value)
+        return self[key].workload.scope_id
+
+    def scope_ids(self) -> Iterator[str]:
+        """Every held workload's scope, in key order, without making any."""
+        scope_of = self._scope_of
+        for key, value in self._items.items():
+            if type(value) is int and scope_of is not None:
+                yield scope_of(value)
+            else:
+                yield self[key].workload.scope_id
+
+    def _make_all(self) -> None:
+        items, make = self._items, self._make
+        pending = [k for k, v in items.items() if type(v) is int]
+        for key in pending:
+            items[key] = make(cast(int, items[key]))
