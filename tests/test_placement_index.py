@@ -30,6 +30,8 @@ from strata_policy.placement.static_masks import search_levels, static_mask
 from strata_policy.state.nodes import Lineage, NodeMatrix
 from strata_policy.testing import node, workload
 
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
+
 T_GPU = np.array([250, 500, 1000], dtype=np.int64)  # a mix's per-device milli
 FGD = PlacementOptions(policy=Policy.FRAGMENTATION_AWARE)
 ZONED = {"zone": "a"}

@@ -52,7 +52,7 @@ def outcome(snap: Snapshot) -> dict[str, Any]:
         arrays = [matrix.allocated, matrix.free, matrix.gpu_free, matrix.version, matrix.replicas]
         found: dict[str, Any] = {
             "matrix": [a.tolist() for a in arrays],
-            "journal": matrix._journal[: matrix.journal_len].tolist(),
+            "journal": matrix.journal[: matrix.journal_len].tolist(),
             "usage": {s: state.tree.usage(s) for s in state.tree.scopes},
             "mix": list(state.task_mix._counts.items()),
             "counts": state.workload_counts(),

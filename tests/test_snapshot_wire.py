@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strata.policy.v1 import types_pb2 as pb
@@ -13,6 +14,8 @@ from strata.policy.v1 import types_pb2 as pb
 from strata_policy.service import convert
 from strata_policy.service.snapshot_decoder import columns_from_bytes
 from strata_policy.testing import node, scope
+
+pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
 
 NODES = (node("n1", gpus=2), node("n2"))
 SCOPES = (scope("org"), scope("team", "org"))

@@ -153,7 +153,7 @@ class Committer:
             answer = finish(generation)
             held = state.workloads
             if self.journal is None:
-                upserts = [held[w] for w in state.touched if w in held]
+                upserts = held.held_among(state.touched)
             else:
                 upserts, removed = state.changes()
                 delta = Delta(upsert_workloads=tuple(upserts), remove_workload_ids=tuple(removed))
