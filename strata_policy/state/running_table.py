@@ -84,14 +84,15 @@ class RunningTable(MutableMapping[str, RunningWorkload]):
         self._items.update(pairs)
 
     def held_among(self, keys: Iterable[str]) -> list[RunningWorkload]:
-        """The held workloads of ``keys`` (absent ones skipped), in their order: one call for a
-        batch, where ``[t[k] for k in keys if k in t]`` costs two Python calls per key."""
-        items, out = self._items, []
-        for key in keys:
-            value = items.get(key)
-            if value is not None:
-                out.append(self[key] if type(value) is int else cast(RunningWorkload, value))
-        return out
+        """The held workloads of ``keys`` (absent ones skipped), in their order, at C speed
+        for a batch of made rows (``[t[k] for k in keys if k in t]`` costs two Python calls a
+        key); a row still a number is made as ``[]`` makes it."""
+        items = self._items
+        keys = list(keys)
+        found = [v for v in map(items.get, keys) if v is not None]
+        if int in set(map(type, found)):
+            return [self[k] for k in keys if k in items]
+        return cast(list[RunningWorkload], found)
 
     def scope_id(self, key: str) -> str:
         """A held workload's scope, without making it."""
