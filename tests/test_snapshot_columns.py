@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from strata_policy.engine import Engine
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import Node, Placement, RunningWorkload, Snapshot, new_node
-from strata_policy.service import convert
+from strata_policy.service import convert, snapshot_decoder
 from strata_policy.state import running_columns, validate
 from strata_policy.state.changes import Delta
 from strata_policy.state.durable import SqliteJournal
@@ -115,7 +115,35 @@ CASES = [
     pytest.param(
         [running(workload("a", "team", extra={"x": 2**61}, replicas=4))], id="bad: overflow"
     ),
+    pytest.param(
+        [running(workload("a", "team", gpu_milli=5000), ("n1", (0, 1, 2, 3, 4)))],
+        id="bad: more devices than any node",
+    ),
 ]
+
+
+@pytest.mark.parametrize(
+    "workloads",
+    [
+        pytest.param(
+            [running(workload("a", "team", gpu_milli=5000), ("n1", tuple(range(5))))],
+            id="a placement wider than the widest node",
+        ),
+        pytest.param(
+            [running(workload(f"w{i}", "team", extra={f"x{i}": 1})) for i in range(3)],
+            id="resources no node has",
+        ),
+    ],
+)
+def test_what_no_node_could_hold_sizes_no_array(workloads: list[RunningWorkload]) -> None:
+    """A request naming more devices or resources than the nodes have takes the plain path
+    (which refuses it) before the columns size an array by it: a client cannot make the
+    server allocate placements x devices or workloads x resources of its choosing."""
+    m = convert.snapshot_to_proto(snapshot(NODES, SCOPES, workloads))
+    nodes = tuple(convert.node_from_proto(n) for n in m.nodes)
+    scopes = tuple(convert.scope_from_proto(x) for x in m.scopes)
+    assert snapshot_decoder.running_columns(m, nodes, scopes, convert.running_from_proto) is None
+    same(snapshot(NODES, SCOPES, workloads))
 
 
 @pytest.mark.parametrize("workloads", CASES)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strata.policy.v1 import types_pb2 as pb
 
+from strata_policy.kernels import snapshot_wire as wire
 from strata_policy.service import convert
 from strata_policy.service.snapshot_decoder import columns_from_bytes
 from strata_policy.testing import node, scope
@@ -135,9 +136,15 @@ def test_columns_equal_protobufs_reading(case: tuple[bytes, bool]) -> None:
     buf, plain = case
     m = pb.Snapshot.FromString(buf)
     cols = columns_from_bytes(buf, NODES, SCOPES, convert.running_from_proto)
-    if cols is None:
-        assert not plain
+    known = {name for n in NODES for name in n.capacity}
+    named = {k for rw in m.workloads for k in rw.workload.request}
+    widest = max(n.gpu_devices for n in NODES)
+    held = all(len(p.gpu_devices) <= widest for rw in m.workloads for p in rw.placements)
+    if cols is None:  # malformed for the kernel, or more than the nodes could hold
+        assert not (plain and known >= named and held)
         return
+    assert known >= named
+    assert held
     names = set(cols.resources)
     assert names == {k for rw in m.workloads for k in rw.workload.request}
     read = []
@@ -170,3 +177,25 @@ def test_cut_bytes_are_declined() -> None:
     buf = field(3, rw)
     for cut in range(1, len(buf)):
         assert columns_from_bytes(buf[:cut], NODES, SCOPES, convert.running_from_proto) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    strings=st.lists(st.binary(max_size=4), max_size=40),
+    seeds=st.tuples(st.integers(0, 2**62 - 1), st.integers(0, 2**62 - 1)),
+)
+def test_distinct_numbers_strings_by_first_coming_whatever_the_seed(
+    strings: list[bytes], seeds: tuple[int, int]
+) -> None:
+    """``distinct`` numbers equal strings alike, in the order each first comes, for any hash
+    seed (the seed only moves slots: a per-process one keeps clients from picking collisions)."""
+    buf = np.frombuffer(b"".join(strings) or b"\0", dtype=np.uint8)
+    ends = np.cumsum([len(x) for x in strings], dtype=np.int64)
+    lo, hi = ends - np.array([len(x) for x in strings], dtype=np.int64), ends
+    first: dict[bytes, int] = {}
+    want = [first.setdefault(x, len(first)) for x in strings]
+    for seed in seeds:
+        codes = np.empty(len(strings), dtype=np.int64)
+        table = np.full(1 << (2 * max(len(strings), 1)).bit_length(), -1, dtype=np.int64)
+        assert wire.distinct(buf, lo, hi, codes, table, seed) == len(first)
+        assert codes.tolist() == want

@@ -24,6 +24,8 @@ placements, devices) so the caller can size the arrays, then with ``fill`` true 
 
 from __future__ import annotations
 
+import secrets
+
 import numpy as np
 
 from strata_policy.kernels.config import inline_kernel, kernel
@@ -38,6 +40,7 @@ ENTRY_FIELDS = 3
 NODE_LO, NODE_HI, DEV_START, DEV_COUNT = range(4)
 PLACEMENT_FIELDS = 4
 
+SEED = secrets.randbits(62)  # ``distinct``'s hash basis, drawn once per process
 OK = 0
 MALFORMED = 1  # bytes cut short, a varint too long, a length past the end
 UNKNOWN_FIELD = 2  # a field number or wire type the message does not have
@@ -289,27 +292,37 @@ def join(buf: np.ndarray, lo: np.ndarray, hi: np.ndarray, out: np.ndarray, sep: 
 
 
 @inline_kernel
-def _hash(buf: np.ndarray, lo: int, hi: int) -> int:
-    """FNV-1a of ``buf[lo:hi]``, kept to 62 bits (non-negative in an int64)."""
-    h = 0x0BF29CE484222325  # FNV's offset basis, kept to 62 bits
+def _hash(buf: np.ndarray, lo: int, hi: int, seed: int) -> int:
+    """FNV-1a of ``buf[lo:hi]`` from the basis ``seed``, kept to 62 bits (non-negative in an
+    int64), then mixed so that every bit of it moves the low bits a table slot takes."""
+    h = seed
     for k in range(lo, hi):
         h = ((h ^ int(buf[k])) * 0x100000001B3) & 0x3FFFFFFFFFFFFFFF
-    return h
+    h ^= h >> 29
+    h = (h * 0x1CE4E5B9) & 0x3FFFFFFFFFFFFFFF
+    return h ^ (h >> 32)
 
 
 @kernel
 def distinct(
-    buf: np.ndarray, lo: np.ndarray, hi: np.ndarray, codes: np.ndarray, table: np.ndarray
+    buf: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    codes: np.ndarray,
+    table: np.ndarray,
+    seed: int,
 ) -> int:
     """Number the distinct strings ``buf[lo[i]:hi[i]]`` in the order each first comes: ``codes[i]``
     is string ``i``'s number; answers how many there are. ``table`` is scratch, filled with -1,
     its size a power of two above ``len(lo)`` (open addressing; it holds the first index of each
     distinct string). The caller finds string ``c``'s first index as the first ``i`` with
-    ``codes[i] == c``."""
+    ``codes[i] == c``. ``seed`` (``SEED``: random per process) keeps a client from choosing
+    strings that share a slot: the strings come from requests, and a table of colliding ones
+    would make this quadratic."""
     mask = table.shape[0] - 1
     count = 0
     for i in range(lo.shape[0]):
-        slot = _hash(buf, lo[i], hi[i]) & mask
+        slot = _hash(buf, lo[i], hi[i], seed) & mask
         while True:
             j = table[slot]
             if j < 0:
@@ -331,7 +344,9 @@ def warmup() -> None:
     walk_running(record, True, *arrays(*counted[1:]))
     bounds = np.array([6], dtype=np.int64)
     join(record, bounds, bounds + 1, np.empty(2, dtype=np.uint8), 0)
-    distinct(record, bounds, bounds + 1, np.empty(1, dtype=np.int64), np.full(2, -1, np.int64))
+    distinct(
+        record, bounds, bounds + 1, np.empty(1, dtype=np.int64), np.full(2, -1, np.int64), SEED
+    )
 
 
 def arrays(

@@ -45,7 +45,12 @@ def columns_from_bytes(
     scopes: tuple[Scope, ...],
     convert: Callable[[pb.RunningWorkload], RunningWorkload],
 ) -> RunningColumns | None:
-    """``running_columns`` of a serialized ``Snapshot``."""
+    """``running_columns`` of a serialized ``Snapshot``.
+
+    The arrays made here are sized by what the request names (its resources, the devices of its
+    widest placement), so what no node could hold goes to the plain path, which refuses it with
+    the field that is wrong, before any array is sized by it: a resource no node has, or a
+    placement naming more devices than the widest node has."""
     raw = np.frombuffer(buf, dtype=np.uint8)
     counted = wire.walk_running(raw, False, *wire.arrays(0, 0, 0, 0))
     if counted[0] != wire.OK:
@@ -62,6 +67,10 @@ def columns_from_bytes(
             raw, buf, placements[:, wire.NODE_LO], placements[:, wire.NODE_HI]
         )
     except UnicodeDecodeError:
+        return None
+    known = {name for x in nodes for name in x.capacity}
+    widest = max((x.gpu_devices for x in nodes), default=0)
+    if not known.issuperset(keys) or int(placements[:, wire.DEV_COUNT].max(initial=0)) > widest:
         return None
     n = len(ids)
     resources = tuple(sorted(keys))
@@ -118,7 +127,7 @@ def _distinct(
         return codes, []
     lo, hi = np.ascontiguousarray(lo), np.ascontiguousarray(hi)
     table = np.full(1 << (2 * n).bit_length(), -1, dtype=np.int64)
-    wire.distinct(raw, lo, hi, codes, table)
+    wire.distinct(raw, lo, hi, codes, table, wire.SEED)
     firsts = table[table >= 0]
     firsts = firsts[np.argsort(codes[firsts])]
     return codes, [
