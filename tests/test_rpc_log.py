@@ -26,7 +26,7 @@ from strata_policy.model import Scope, Snapshot
 from strata_policy.service import convert
 from strata_policy.service.client import Client, RpcError
 from strata_policy.service.config import ServerConfig
-from strata_policy.service.rpc_log import RpcLog
+from strata_policy.service.rpc_log import MAX_LOGGED_ID, RpcLog
 from strata_policy.service.server import Server
 from strata_policy.testing import node
 
@@ -81,6 +81,20 @@ def test_a_calls_own_line(
             "duration_ms": 2.5,
         }
     ]
+
+
+@pytest.mark.usefixtures("all_levels")
+def test_a_huge_id_is_cut_in_the_line_and_the_summary() -> None:
+    """A refused call's megabyte ids are logged as their first ``MAX_LOGGED_ID`` characters and
+    their length, in its line and in the summary that names it the slowest."""
+    rpc_log = RpcLog()
+    huge = "x" * 1_000_000
+    with capture_logs() as logs:
+        rpc_log.record("Admit", _admit(huge, huge), None, grpc.StatusCode.INVALID_ARGUMENT, 0.5)
+        rpc_log.flush()
+    cut = "x" * MAX_LOGGED_ID + "… (1,000,000 characters)"
+    assert (logs[0]["cluster_id"], logs[0]["request_id"]) == (cut, cut)
+    assert (logs[1]["slowest_cluster_id"], logs[1]["slowest_request_id"]) == (cut, cut)
 
 
 @pytest.mark.usefixtures("all_levels")

@@ -72,8 +72,8 @@ class RpcLog:
         if slowest is None or seconds > slowest.seconds:
             self._slowest = SlowestCall(
                 method,
-                getattr(request, "cluster_id", ""),
-                getattr(request, "request_id", ""),
+                _clipped(request, "cluster_id"),
+                _clipped(request, "request_id"),
                 seconds,
             )
         if self._timer is None:
@@ -87,8 +87,8 @@ class RpcLog:
         write(
             "rpc",
             method=method,
-            cluster_id=getattr(request, "cluster_id", ""),
-            request_id=getattr(request, "request_id", ""),
+            cluster_id=_clipped(request, "cluster_id"),
+            request_id=_clipped(request, "request_id"),
             generation=getattr(response, "generation", None),
             code=code.name,
             duration_ms=round(seconds * 1000, 3),
@@ -125,3 +125,16 @@ def _call_later(seconds: float, fn: Any) -> asyncio.TimerHandle | None:
     except RuntimeError:
         return None
     return loop.call_later(seconds, fn)
+
+
+MAX_LOGGED_ID = 256  # characters of an id a log line keeps (the engine refuses longer ones)
+
+
+def _clipped(request: Any, name: str) -> str:
+    """``request.name`` (``""`` when it has none), cut to ``MAX_LOGGED_ID`` characters with its
+    length said: a refused call's ids are the client's, up to the message size, and one call
+    must not write megabytes of log."""
+    value: str = getattr(request, name, "")
+    if len(value) <= MAX_LOGGED_ID:
+        return value
+    return f"{value[:MAX_LOGGED_ID]}… ({len(value):,} characters)"
