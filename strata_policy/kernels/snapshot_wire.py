@@ -68,6 +68,16 @@ def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
 
 
 @inline_kernel
+def _span(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
+    """The bytes of a length-delimited field whose length starts at ``pos``: (start, end);
+    (-1, -1) when malformed (a bad varint, a negative length, bytes past ``end``)."""
+    size, pos = _varint(buf, pos, end)
+    if pos < 0 or size < 0 or pos + size > end:
+        return -1, -1
+    return pos, pos + size
+
+
+@inline_kernel
 def _int32(value: int) -> int:
     """The low 32 bits of a varint as a signed int32 (protobuf's reading of an ``int32``)."""
     low = value & 0xFFFFFFFF
@@ -109,10 +119,9 @@ def walk_running(
         field, wire = tag >> 3, tag & 7
         if wire != 2 or field < 1 or field > 3:
             return UNKNOWN_FIELD, 0, 0, 0, 0
-        size, pos = _varint(buf, pos, end)
-        if pos < 0 or size < 0 or pos + size > end:
+        lo, hi = _span(buf, pos, end)
+        if lo < 0:
             return MALFORMED, 0, 0, 0, 0
-        lo, hi = pos, pos + size
         pos = hi
         if field != 3:  # nodes and scopes: read by protobuf
             continue
@@ -136,10 +145,9 @@ def walk_running(
                 continue
             if wire != 2 or field < 1 or field > 2:
                 return UNKNOWN_FIELD, 0, 0, 0, 0
-            size, at = _varint(buf, at, hi)
-            if at < 0 or size < 0 or at + size > hi:
+            m_lo, m_hi = _span(buf, at, hi)
+            if m_lo < 0:
                 return MALFORMED, 0, 0, 0, 0
-            m_lo, m_hi = at, at + size
             at = m_hi
             if field == 1:  # the Workload
                 if seen_workload:
@@ -159,10 +167,9 @@ def walk_running(
                     elif scalar or wire != 2 or field < 1 or field > 9:
                         return UNKNOWN_FIELD, 0, 0, 0, 0
                     else:
-                        size, w = _varint(buf, w, m_hi)
-                        if w < 0 or size < 0 or w + size > m_hi:
+                        s_lo, s_hi = _span(buf, w, m_hi)
+                        if s_lo < 0:
                             return MALFORMED, 0, 0, 0, 0
-                        s_lo, s_hi = w, w + size
                         w = s_hi
                         if field == 1:
                             id_lo, id_hi = s_lo, s_hi
@@ -179,10 +186,9 @@ def walk_running(
                                 if e < 0:
                                     return MALFORMED, 0, 0, 0, 0
                                 if tag == 0x0A:
-                                    size, e = _varint(buf, e, s_hi)
-                                    if e < 0 or size < 0 or e + size > s_hi:
+                                    key_lo, key_hi = _span(buf, e, s_hi)
+                                    if key_lo < 0:
                                         return MALFORMED, 0, 0, 0, 0
-                                    key_lo, key_hi = e, e + size
                                     e = key_hi
                                 elif tag == 0x10:
                                     amount, e = _varint(buf, e, s_hi)
@@ -213,10 +219,9 @@ def walk_running(
                     if p < 0:
                         return MALFORMED, 0, 0, 0, 0
                     if tag == 0x0A:
-                        size, p = _varint(buf, p, m_hi)
-                        if p < 0 or size < 0 or p + size > m_hi:
+                        node_lo, node_hi = _span(buf, p, m_hi)
+                        if node_lo < 0:
                             return MALFORMED, 0, 0, 0, 0
-                        node_lo, node_hi = p, p + size
                         p = node_hi
                     elif tag == 0x10:
                         value, p = _varint(buf, p, m_hi)
@@ -226,10 +231,9 @@ def walk_running(
                             devices[n_devices] = _int32(value)
                         n_devices += 1
                     elif tag == 0x12:  # packed
-                        size, p = _varint(buf, p, m_hi)
-                        if p < 0 or size < 0 or p + size > m_hi:
+                        p, packed_end = _span(buf, p, m_hi)
+                        if p < 0:
                             return MALFORMED, 0, 0, 0, 0
-                        packed_end = p + size
                         while p < packed_end:
                             value, p = _varint(buf, p, packed_end)
                             if p < 0:
