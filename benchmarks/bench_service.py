@@ -210,7 +210,7 @@ def engine_batch(count: int = 10_000, runs: int = 3) -> list[str]:
     from strata_policy import kernels  # noqa: PLC0415
     from strata_policy.model import Policy  # noqa: PLC0415
     from strata_policy.placement.place import PlacementOptions  # noqa: PLC0415
-    from strata_policy.state.limits import Limits  # noqa: PLC0415
+    from strata_policy.state.request_checks import Limits  # noqa: PLC0415
 
     # The process as ``strata-policy serve`` runs it: everything alive after start-up (modules,
     # compiled kernels) frozen out of the cyclic collector's full passes (service/server.py).

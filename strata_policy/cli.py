@@ -24,7 +24,7 @@ import structlog
 from strata_policy.ctl.commands import ctl
 from strata_policy.ctl.session import CtlError
 from strata_policy.service.config import ServerConfig
-from strata_policy.state.limits import Limits
+from strata_policy.state.request_checks import Limits
 
 T = TypeVar("T")
 

@@ -13,9 +13,9 @@ import grpc
 from strata.policy.v1 import policy_service_pb2 as svc
 
 from strata_policy.service import convert as c
-from strata_policy.service import request_limits as limits
 from strata_policy.service.result_encoder import add_results
 from strata_policy.service.servicer import PolicyServicer, errors_to_status, idempotency
+from strata_policy.state import request_checks as checks
 
 
 class MessageServicer(PolicyServicer):
@@ -26,7 +26,7 @@ class MessageServicer(PolicyServicer):
         self, request: svc.AdmitRequest, context: grpc.ServicerContext
     ) -> svc.AdmitResponse:
         """Admit: convert the message, call the engine, fill an ``AdmitResponse``."""
-        limits.check_batch(
+        checks.check_batch(
             self.engine.limits, request.cluster_id, request.request_id, len(request.workloads)
         )
         caller, digest = idempotency(request, context)
@@ -51,7 +51,7 @@ class MessageServicer(PolicyServicer):
     ) -> svc.PlaceResponse:
         """Place: the parsed message's workloads converted (no tags), the engine's results as
         values, a ``PlaceResponse`` filled from them."""
-        limits.check_batch(
+        checks.check_batch(
             self.engine.limits,
             request.cluster_id,
             request.request_id,

@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strata_policy.engine import request_checks
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import (
     Decision,
@@ -22,7 +21,7 @@ from strata_policy.model.resources import MAX_AMOUNT
 from strata_policy.model.slots import setters
 from strata_policy.placement import slot_builders
 from strata_policy.quota import groups
-from strata_policy.state import validate
+from strata_policy.state import request_checks
 from strata_policy.state.cluster import ClusterState
 from strata_policy.testing import node, scope
 
@@ -65,7 +64,7 @@ def test_setters_refuse_a_field_list_that_drifted() -> None:
 SCOPES = (scope("org"), scope("team", "org"))
 NODES = (node("n1", cpu=8, gpus=2),)
 
-ids = st.sampled_from(["a", "b", "held", "", "x" * (validate.MAX_ID_LENGTH + 1)])
+ids = st.sampled_from(["a", "b", "held", "", "x" * (request_checks.MAX_ID_LENGTH + 1)])
 amounts = st.sampled_from([0, 1, 500, 1000, 1500, 3000, -1, MAX_AMOUNT, MAX_AMOUNT + 1])
 batches = st.lists(
     st.builds(
@@ -73,7 +72,7 @@ batches = st.lists(
         id=ids,
         scope_id=st.sampled_from(["org", "team", "", "nope"]),
         request=st.dictionaries(st.sampled_from(["cpu", "gpu", "", "rdma"]), amounts, max_size=3),
-        replicas=st.sampled_from([1, 1, 2, 0, validate.MAX_REPLICAS + 1]),
+        replicas=st.sampled_from([1, 1, 2, 0, request_checks.MAX_REPLICAS + 1]),
     ),
     min_size=2,
     max_size=4,
@@ -94,11 +93,11 @@ def test_a_batch_checked_whole_is_one_the_walk_accepts(workloads: list[Workload]
     out: list = []
     seen: set[str] = set()
     for i, w in enumerate(workloads):
-        validate.workload(w, f"workloads[{i}]", state.tree.scopes, out)
+        request_checks.workload(w, f"workloads[{i}]", state.tree.scopes, out)
         if w.id in seen or w.id in state.workloads:
             out.append(w.id)
         seen.add(w.id)
-    plain = validate.workloads_plainly_valid(workloads, state.tree.scopes, state.workloads)
+    plain = request_checks.workloads_plainly_valid(workloads, state.tree.scopes, state.workloads)
     if plain:
         assert out == []
     elif not out:
@@ -117,7 +116,7 @@ def test_whole_batch_check_refuses_nan_amounts_it_cannot_order() -> None:
         Workload("a", "org", {"cpu": float("nan")}),  # type: ignore[dict-item]
         Workload("b", "org", {"cpu": -1}),
     ]
-    assert not validate.workloads_plainly_valid(batch, state.tree.scopes, state.workloads)
+    assert not request_checks.workloads_plainly_valid(batch, state.tree.scopes, state.workloads)
     with pytest.raises(InvalidArgument):
         request_checks.check_new_workloads(state, batch, "workloads")
 
@@ -150,7 +149,8 @@ def test_whole_batch_check_refuses_nan_amounts_it_cannot_order() -> None:
 def test_whole_batch_check_cases(batch: list[Workload], plain: bool) -> None:
     """Named batches the whole-batch check passes or sends to the walk."""
     assert (
-        validate.workloads_plainly_valid(batch, _state().tree.scopes, _state().workloads) is plain
+        request_checks.workloads_plainly_valid(batch, _state().tree.scopes, _state().workloads)
+        is plain
     )
 
 

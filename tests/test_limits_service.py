@@ -9,7 +9,7 @@ import pytest
 from strata_policy.service.client import Client, RpcError
 from strata_policy.service.config import ServerConfig
 from strata_policy.service.server import Server
-from strata_policy.state.limits import Limits
+from strata_policy.state.request_checks import Limits
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,8 @@ from strata_policy.model.objects import Node, Placement
 from strata_policy.placement.place import PlacementOptions
 from strata_policy.state.changes import Change, ChangeKind, Delta
 from strata_policy.state.cluster import ClusterState
-from strata_policy.state.limits import Limits
 from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.request_checks import Limits
 from strata_policy.testing import node, running, scope, snapshot, workload
 
 NODE_IDS = [f"n{i}" for i in range(6)]

@@ -17,7 +17,7 @@ from strata_policy.engine import Engine
 from strata_policy.service import convert
 from strata_policy.service.place_request_decoder import decode_place
 from strata_policy.service.servicer import PolicyServicer
-from strata_policy.state.limits import Limits
+from strata_policy.state.request_checks import Limits
 from strata_policy.testing import node, scope, snapshot
 
 LIMITS = Limits(max_nodes=5, max_scopes=5, max_workloads=5, max_batch=3)

@@ -15,7 +15,7 @@ from strata_policy.engine import Engine
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import Node, Placement, RunningWorkload, Snapshot, new_node
 from strata_policy.service import convert, snapshot_decoder
-from strata_policy.state import running_columns, validate
+from strata_policy.state import request_checks, running_columns, validate
 from strata_policy.state.changes import Delta
 from strata_policy.state.durable import SqliteJournal
 from strata_policy.state.running_columns import RunningColumns
@@ -248,10 +248,10 @@ def test_journal_recovers_a_columnar_push(tmp_path: Path, every: int) -> None:
 
 
 def test_bounds_are_validates() -> None:
-    """The columnar checks use ``state.validate``'s bounds."""
+    """The columnar checks use ``state.validate``'s and ``state.request_checks``' bounds."""
     assert (running_columns.MAX_ID_LENGTH, running_columns.MAX_REPLICAS) == (
-        validate.MAX_ID_LENGTH,
-        validate.MAX_REPLICAS,
+        request_checks.MAX_ID_LENGTH,
+        request_checks.MAX_REPLICAS,
     )
     assert (running_columns.MAX_NODE_RESOURCES, running_columns.MAX_DEVICES_PER_NODE) == (
         validate.MAX_NODE_RESOURCES,

@@ -6,7 +6,7 @@ import pytest
 
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import Scope, Snapshot
-from strata_policy.state import validate
+from strata_policy.state import request_checks, validate
 from strata_policy.state.validate import MAX_SCOPE_DEPTH
 from strata_policy.testing import node
 
@@ -69,7 +69,7 @@ def test_many_cycles_each_reported_once() -> None:
         scopes += [Scope(f"a{i}", f"b{i}"), Scope(f"b{i}", f"a{i}")]
     assert len(violations(scopes)) == 2000
     with pytest.raises(InvalidArgument):
-        validate.check(validate.snapshot_shape(Snapshot((), tuple(scopes))))
+        request_checks.check(validate.snapshot_shape(Snapshot((), tuple(scopes))))
 
 
 def test_too_many_resource_names_on_nodes() -> None:

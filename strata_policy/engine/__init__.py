@@ -4,8 +4,8 @@
 ``snapshots`` (PushSnapshot, UpdateSnapshot, DeleteCluster, reads, replay), ``admit``,
 ``place`` (with its batch lane, ``fast_place``), ``release``, ``reclaim``, ``plan``
 (PlanCapacity) — and every use case runs under ``commit``'s protocol: the cluster's lock,
-idempotent replay of a retried ``request_id``, and journal-first commits. ``request_checks``
-validates what a request carries against the cluster it targets.
+idempotent replay of a retried ``request_id``, and journal-first commits. What a request
+carries is checked by ``state.request_checks``.
 """
 
 from strata_policy.engine.admit import admit_digest

@@ -41,9 +41,9 @@ import structlog
 
 from strata_policy.errors import GenerationConflict, InvalidArgument, StorageUnavailable
 from strata_policy.model import ReclaimResult, Snapshot, WorkloadResult
-from strata_policy.state import validate
 from strata_policy.state.changes import Change, ChangeKind, Delta
 from strata_policy.state.cluster import ClusterState
+from strata_policy.state.request_checks import check_request_ids
 from strata_policy.state.store import Limits, RequestKey, Store, request_digest
 
 log = structlog.get_logger("strata.engine")
@@ -116,7 +116,7 @@ class Committer:
         (made only when it has a ``request_id``: ``body_digest``) is remembered under
         ``caller``, and a repeat of it answered from memory.
         """
-        validate.check_request_ids(cluster_id, request_id)
+        check_request_ids(cluster_id, request_id)
         slot = self.store.slot(cluster_id)
         with slot.lock:
             key: RequestKey = (caller, cluster_id, method, request_id)

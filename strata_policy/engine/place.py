@@ -9,25 +9,19 @@ answers and state; the rest are decided and placed one at a time here.
 A batch may come with ``tags`` (the Place request decoder's, ``service.place_request_decoder``):
 ``tags[i]`` is workload ``i``'s, and workloads whose tags are the same object are equal in every
 field but ``id`` and ``queued_at_ms``. The lane groups such a batch by tag
-(``quota.groups.group_tagged``) and checks one workload per tag, instead of reading every
-workload's fields; the answers are the same as without tags.
+(``quota.groups.group_tagged``) and checks one workload per tag
+(``state.request_checks.tagged_plainly_valid``), instead of reading every workload's fields;
+the answers are the same as without tags.
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from strata_policy.engine import fast_place
 from strata_policy.engine.commit import Committer, body_digest
 from strata_policy.engine.fast_place import FAST_PATH_MIN
-from strata_policy.engine.request_checks import (
-    check_ids,
-    check_new_workloads,
-    check_options,
-    replicas,
-)
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import (
     ColumnarBatch,
@@ -41,12 +35,15 @@ from strata_policy.model import (
 )
 from strata_policy.placement.place import PlacementOptions, place_one
 from strata_policy.quota import batch_order, decide_admit
-from strata_policy.quota.groups import representatives
-from strata_policy.state import validate
 from strata_policy.state.cluster import ClusterState
+from strata_policy.state.request_checks import (
+    check_ids,
+    check_new_workloads,
+    check_options,
+    replicas,
+)
 
 __all__ = ["FAST_PATH_MIN", "place"]
-_ID = operator.attrgetter("id")
 
 
 def place(
@@ -115,8 +112,7 @@ def compute(
     """Place admitted workloads by id, and admit-and-place inline ones, in the batch order
     (the answer's ``batch_result()`` is the ``BatchResult``; the batch lane's runs placed in
     full stay in columns). ``tags``: see the module docstring."""
-    if not _tagged_plainly_valid(state, workloads, tags):
-        check_new_workloads(state, workloads, "workloads")
+    check_new_workloads(state, workloads, "workloads", tags)
     check_ids(workload_ids, "workload_ids")
     known: list[Workload] = []
     bad: list[FieldViolation] = []
@@ -141,28 +137,6 @@ def compute(
         else:
             results.append(_admit_and_place(state, w, options, now_ms))
     return lambda generation: ColumnarBatch(generation, (tuple(results),))
-
-
-def _tagged_plainly_valid(
-    state: ClusterState, workloads: Sequence[Workload], tags: Sequence[object] | None
-) -> bool:
-    """True only when ``check_new_workloads`` would find nothing, asked of a tagged batch
-    (False without tags: it is checked as usual).
-
-    The ids are checked for the whole batch (distinct, new to the cluster, of a valid length:
-    ``validate.workloads_plainly_valid``'s id rules), the other fields only for the first
-    workload of each distinct tag (``quota.groups.representatives``): a tag's workloads differ
-    from it only in id and ``queued_at_ms``, which no rule but the id's reads."""
-    if tags is None or len(workloads) < 2:
-        return False
-    ids = list(map(_ID, workloads))
-    if len(set(ids)) != len(ids) or not state.workloads.keys().isdisjoint(ids):
-        return False
-    lengths = list(map(len, ids))
-    if min(lengths) < 1 or max(lengths) > validate.MAX_ID_LENGTH:
-        return False
-    firsts = [workloads[i] for i in representatives(tags)]
-    return validate.workloads_plainly_valid(firsts, state.tree.scopes, state.workloads)
 
 
 def _with_mix(state: ClusterState, options: PlacementOptions) -> PlacementOptions:

@@ -12,11 +12,15 @@ from dataclasses import replace
 
 from strata_policy.capacity import CapacityPlan, NodeGroup, PlanOptions, plan_capacity
 from strata_policy.engine.commit import Committer
-from strata_policy.engine.request_checks import check_new_workloads, replicas
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import Workload
-from strata_policy.state import validate
 from strata_policy.state.cluster import ClusterState
+from strata_policy.state.request_checks import (
+    check_new_workloads,
+    check_options,
+    check_request_ids,
+    replicas,
+)
 
 MAX_DISRUPTION_BUDGET = 10_000
 
@@ -29,7 +33,7 @@ def plan(
     options: PlanOptions,
 ) -> tuple[int, CapacityPlan]:
     """The cluster's plan and the generation it was made at, under the cluster's lock."""
-    validate.check_request_ids(cluster_id, "")
+    check_request_ids(cluster_id, "")
     c.limits.check_batch(len(workloads), replicas(workloads))
     with c.store.slot(cluster_id) as slot:
         state = slot.require(cluster_id)
@@ -46,7 +50,7 @@ def compute(
     if not 0 <= options.disruption_budget <= MAX_DISRUPTION_BUDGET:
         raise InvalidArgument.one("disruption_budget", f"must be in [0, {MAX_DISRUPTION_BUDGET}]")
     p = options.placement
-    validate.check(validate.placement_options(p.resource_weights, p.coverage, p.task_types))
+    check_options(p)
     check_new_workloads(state, workloads, "workloads")
     if p.task_mix is None and not p.task_types:  # FGD measures against the cluster's mix
         options = replace(options, placement=replace(p, task_mix=state.task_mix))

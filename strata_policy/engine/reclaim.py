@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from strata_policy.engine.commit import Committer, body_digest
-from strata_policy.engine.request_checks import check_new_workloads, check_options
 from strata_policy.model import (
     Decision,
     Placement,
@@ -25,6 +24,7 @@ from strata_policy.model import (
 from strata_policy.placement.place import PlacementOptions, PlacementOutcome, place_one
 from strata_policy.quota import check_admit, find_victims
 from strata_policy.state.cluster import ClusterState
+from strata_policy.state.request_checks import check_new_workloads, check_options
 
 
 def reclaim(

@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from strata_policy.engine.commit import Committer, body_digest
-from strata_policy.engine.request_checks import check_ids
 from strata_policy.model import ReleaseResult
-from strata_policy.state import validate
 from strata_policy.state.cluster import ClusterState
+from strata_policy.state.request_checks import check, check_ids, id_list
 
 
 def release(
@@ -25,7 +24,7 @@ def release(
 ) -> ReleaseResult:
     """Free ``workload_ids`` on the cluster and commit (unless a dry run)."""
     c.limits.check_batch(len(workload_ids))
-    validate.check(validate.id_list(workload_ids, "workload_ids"))
+    check(id_list(workload_ids, "workload_ids"))
     return c.mutate(
         cluster_id,
         "release",

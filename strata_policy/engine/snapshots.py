@@ -17,7 +17,7 @@ import structlog
 from strata_policy.engine.commit import Committer, body_digest, check_generation
 from strata_policy.errors import ClusterNotFound, SizeLimitExceeded
 from strata_policy.model import ClusterInfo, Snapshot
-from strata_policy.state import incremental, validate
+from strata_policy.state import incremental, request_checks, validate
 from strata_policy.state.changes import Change, ChangeKind, Delta
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.store import RequestKey
@@ -44,7 +44,7 @@ def push(
     given_digest: bytes,
 ) -> int:
     """Replace (or create) a cluster's whole state; returns the new generation."""
-    validate.check_request_ids(cluster_id, request_id)
+    request_checks.check_request_ids(cluster_id, request_id)
     c.limits.check_sizes(len(snapshot.nodes), len(snapshot.scopes), len(snapshot.workloads))
     digest = body_digest(
         request_id, dry_run, given_digest, lambda: ("push", snapshot, expected_generation)
@@ -58,7 +58,7 @@ def push(
         check_generation(cluster_id, expected_generation, current)
         if slot.state is None:
             c.store.check_new_cluster(cluster_id)
-        validate.check(validate.snapshot_shape(snapshot))
+        request_checks.check(validate.snapshot_shape(snapshot))
         mix = slot.state.task_mix if slot.state else None
         state = ClusterState.build(cluster_id, snapshot, current + 1, mix)
         if dry_run:
@@ -91,7 +91,7 @@ def update(
 ) -> int:
     """Apply a delta (removals, then upserts); returns the new generation (``Engine``'s
     ``update_snapshot`` says when each path is taken)."""
-    validate.check_request_ids(cluster_id, request_id)
+    request_checks.check_request_ids(cluster_id, request_id)
     digest = body_digest(
         request_id, dry_run, given_digest, lambda: ("update", delta, expected_generation)
     )
@@ -158,7 +158,7 @@ def delete(
 ) -> int:
     """Forget a cluster; returns the generation it had. A retry of a delete that committed
     (same caller and ``request_id``) gets that answer even though the cluster is gone."""
-    validate.check_request_ids(cluster_id, request_id)
+    request_checks.check_request_ids(cluster_id, request_id)
     digest = body_digest(request_id, False, given_digest, lambda: ("delete", expected_generation))
     key: RequestKey = (caller, cluster_id, "delete", request_id)
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from strata_policy.state.limits import Limits
+from strata_policy.state.request_checks import Limits
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 Nothing else happens here (STYLE habit 5): validation and decisions are the engine's, and errors
 become statuses through ``status.abort``'s one table. Two things only the wire knows are added:
-the request's counts and ids are checked before conversion (``request_limits``), and a call with
+the request's counts and ids are checked before conversion (``request_limits`` for the
+snapshot RPCs, ``state.request_checks.check_batch`` for the others), and a call with
 a ``request_id`` names its caller and the digest of its body, for idempotency (``identity``).
 """
 
@@ -31,6 +32,7 @@ from strata_policy.service.result_encoder import (
     response_bytes,
 )
 from strata_policy.service.status import abort
+from strata_policy.state import request_checks as checks
 from strata_policy.state.store import request_digest
 
 log = structlog.get_logger("strata.service")
@@ -177,7 +179,7 @@ class PolicyServicer:
         """The answer written as bytes (``result_encoder.response_bytes``), the bytes an
         ``AdmitResponse`` of the same results serializes to: a one-workload Admit is the
         commonest call, and builds no response message."""
-        limits.check_batch(
+        checks.check_batch(
             self.engine.limits, request.cluster_id, request.request_id, len(request.workloads)
         )
         caller, digest = idempotency(request, context)
@@ -201,7 +203,7 @@ class PolicyServicer:
         the engine's columns (``result_encoder.columnar_bytes``): the bytes a ``PlaceResponse``
         of the same results serializes to."""
         message = request.message
-        limits.check_batch(
+        checks.check_batch(
             self.engine.limits,
             message.cluster_id,
             message.request_id,
@@ -231,7 +233,7 @@ class PolicyServicer:
     def Release(
         self, request: svc.ReleaseRequest, context: grpc.ServicerContext
     ) -> svc.ReleaseResponse:
-        limits.check_batch(
+        checks.check_batch(
             self.engine.limits, request.cluster_id, request.request_id, len(request.workload_ids)
         )
         caller, digest = idempotency(request, context)
@@ -252,7 +254,7 @@ class PolicyServicer:
     def Reclaim(
         self, request: svc.ReclaimRequest, context: grpc.ServicerContext
     ) -> svc.ReclaimResponse:
-        limits.check_ids(request.cluster_id, request.request_id)
+        checks.check_request_ids(request.cluster_id, request.request_id)
         caller, digest = idempotency(request, context)
         result = self.engine.reclaim(
             request.cluster_id,

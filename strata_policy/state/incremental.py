@@ -37,7 +37,7 @@ import numpy as np
 from strata_policy.errors import FieldViolation, StrataError
 from strata_policy.model import Node, RunningWorkload, Scope
 from strata_policy.model.resources import MAX_AMOUNT
-from strata_policy.state import node_changes, validate
+from strata_policy.state import node_changes, request_checks, validate
 from strata_policy.state.changes import Delta, apply_delta
 from strata_policy.state.cluster import ClusterState
 
@@ -51,8 +51,8 @@ def rebuild(state: ClusterState, delta: Delta, check_sizes: SizeCheck) -> Cluste
     check_sizes(len(snap.nodes), len(snap.scopes), len(snap.workloads))
     # The delta's own items first, with the delta's paths; the whole result (parents,
     # cycles, references) only when they are clean, so no problem is reported twice.
-    validate.check(violations)
-    validate.check(validate.snapshot_shape(snap))
+    request_checks.check(violations)
+    request_checks.check(validate.snapshot_shape(snap))
     return ClusterState.build(state.cluster_id, snap, state.generation + 1, state.task_mix)
 
 
@@ -208,7 +208,7 @@ def _upsert_workloads(state: ClusterState, delta: Delta, seqs: dict[str, int]) -
         return True
     scopes = state.tree.scopes
     index = state.matrix.index
-    plain = validate.workloads_plainly_valid(
+    plain = request_checks.workloads_plainly_valid(
         [rw.workload for rw in upserts], scopes, state.workloads
     ) and all(map(_placed_plainly, upserts, itertools.repeat(index)))
     if not plain:  # the field-by-field walk, as the plain path's validation would do it

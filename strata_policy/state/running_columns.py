@@ -29,7 +29,8 @@ import numpy as np
 from strata_policy.model import Node, RunningWorkload, Scope
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU
 
-# ``state.validate``'s bounds (validate imports this module; a test keeps them equal)
+# ``state.validate``'s and ``state.request_checks``' bounds (validate imports this module; a
+# test keeps them equal)
 MAX_ID_LENGTH = 253
 MAX_REPLICAS = 10_000
 MAX_NODE_RESOURCES = 64

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 
 from strata_policy.errors import ClusterNotFound, RequestIdReused, SizeLimitExceeded
 from strata_policy.state.cluster import ClusterState
-from strata_policy.state.limits import Limits
+from strata_policy.state.request_checks import Limits
 
 __all__ = ["Limits", "RequestKey", "Slot", "Store", "request_digest"]
 

@@ -1,100 +1,31 @@
-"""Validation of snapshots, deltas and requests, field by field, before anything is built.
+"""Validation of snapshots and deltas, field by field, before anything is built.
 
-Every problem becomes a ``FieldViolation`` whose path reads like the request
-(``snapshot.nodes[3].capacity["cpu"]``), so a client can point at the exact field. Validators
-collect every violation they can find rather than stopping at the first, and never build state:
-a call that fails validation changes nothing.
+Built on the field checks of ``state.request_checks`` (ids, amounts, a workload), which also
+checks the other requests. Every problem becomes a ``FieldViolation`` whose path reads like the
+request (``snapshot.nodes[3].capacity["cpu"]``), so a client can point at the exact field.
+Validators collect every violation they can find rather than stopping at the first, and never
+build state: a call that fails validation changes nothing.
 """
 
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
-from strata_policy.errors import FieldViolation, InvalidArgument
-from strata_policy.model import Node, RunningWorkload, Scope, Snapshot, Workload
-from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU, valid_gpu_request
+from strata_policy.errors import FieldViolation
+from strata_policy.model import Node, RunningWorkload, Scope, Snapshot
+from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU
+from strata_policy.state.request_checks import amounts, check_id, workload
 from strata_policy.state.running_columns import RunningColumns, nodes_plainly_valid
 
-_ID = operator.attrgetter("id")
-_SCOPE = operator.attrgetter("scope_id")
-_REQUEST = operator.attrgetter("request")
-_REPLICAS = operator.attrgetter("replicas")
-
-if TYPE_CHECKING:
-    from strata_policy.state.taskmix import TaskType
-
-MAX_REPLICAS = 10_000  # one gang; the largest training jobs are a few thousand replicas
 MAX_NODE_RESOURCES = 64  # distinct resource names across a cluster's nodes: the matrix's columns
-MAX_ID_LENGTH = 253  # a Kubernetes object name: cluster, scope, node and workload ids
-MAX_REQUEST_ID_LENGTH = 128  # a UUID is 36; room for a prefix, bounded for idempotency memory
 MAX_DEVICES_PER_NODE = 64
-MAX_WEIGHT = 1e9  # score weights and task-type weights
 MAX_SCOPE_DEPTH = 64  # real tenancy trees are a handful of levels; this bounds every path walk
-
-
-def check(violations: list[FieldViolation]) -> None:
-    """Raise ``InvalidArgument`` when there is anything to report."""
-    if violations:
-        raise InvalidArgument(violations)
-
-
-def _id(value: str, path: str, out: list[FieldViolation]) -> None:
-    if not value:
-        out.append(FieldViolation(path, "must not be empty"))
-    elif len(value) > MAX_ID_LENGTH:
-        out.append(FieldViolation(path, f"longer than {MAX_ID_LENGTH} characters"))
-
-
-def request_ids(cluster_id: str, request_id: str) -> list[FieldViolation]:
-    """Every call's ``cluster_id`` (not empty, at most ``MAX_ID_LENGTH``) and ``request_id``
-    (optional, at most ``MAX_REQUEST_ID_LENGTH``): both are kept as keys (clusters, remembered
-    answers), so their length bounds what a caller can make the server hold."""
-    out: list[FieldViolation] = []
-    if not cluster_id or len(cluster_id) > MAX_ID_LENGTH:
-        _id(cluster_id, "cluster_id", out)
-    if len(request_id) > MAX_REQUEST_ID_LENGTH:
-        out.append(FieldViolation("request_id", f"longer than {MAX_REQUEST_ID_LENGTH} characters"))
-    return out
-
-
-def check_request_ids(cluster_id: str, request_id: str) -> None:
-    """Raise ``InvalidArgument`` for ``request_ids``' violations; the common case (both fine)
-    is decided inline, for this is on every call's path."""
-    if not cluster_id or len(cluster_id) > MAX_ID_LENGTH or len(request_id) > MAX_REQUEST_ID_LENGTH:
-        check(request_ids(cluster_id, request_id))
-
-
-def id_list(ids: Sequence[str], path: str) -> list[FieldViolation]:
-    """Ids named by a request (``workload_ids``): none empty or longer than ``MAX_ID_LENGTH``."""
-    out: list[FieldViolation] = []
-    if ids and (min(map(len, ids)) < 1 or max(map(len, ids)) > MAX_ID_LENGTH):
-        for i, value in enumerate(ids):
-            _id(value, f"{path}[{i}]", out)
-    return out
-
-
-def amounts(values: Mapping[str, int], path: str, out: list[FieldViolation]) -> None:
-    """Every amount is a non-negative integer below the overflow guard; names are not empty.
-
-    Field paths are formatted only for a violation: this runs on every Admit.
-    """
-    for name, amount in values.items():
-        if not name:
-            out.append(FieldViolation(f'{path}["{name}"]', "resource name must not be empty"))
-        if amount < 0:
-            out.append(FieldViolation(f'{path}["{name}"]', f"must not be negative, got {amount}"))
-        elif amount > MAX_AMOUNT:
-            out.append(
-                FieldViolation(f'{path}["{name}"]', f"{amount} is above the maximum {MAX_AMOUNT}")
-            )
 
 
 def node(n: Node, path: str, out: list[FieldViolation]) -> None:
     """A node: id, non-negative capacity, whole GPU devices."""
-    _id(n.id, f"{path}.id", out)
+    check_id(n.id, f"{path}.id", out)
     amounts(n.capacity, f"{path}.capacity", out)
     gpu = n.capacity.get(GPU, 0)
     if gpu > 0 and gpu % MILLI_PER_GPU:
@@ -113,7 +44,7 @@ def node(n: Node, path: str, out: list[FieldViolation]) -> None:
 
 def scope(s: Scope, path: str, out: list[FieldViolation]) -> None:
     """A scope on its own: id, amounts, weight, guarantee within limit."""
-    _id(s.id, f"{path}.id", out)
+    check_id(s.id, f"{path}.id", out)
     if s.parent_id == s.id and s.id:
         out.append(FieldViolation(f"{path}.parent_id", "a scope cannot be its own parent"))
     amounts(s.guarantee, f"{path}.guarantee", out)
@@ -129,123 +60,6 @@ def scope(s: Scope, path: str, out: list[FieldViolation]) -> None:
                     f"guarantee {guaranteed} is above the limit {limit}",
                 )
             )
-
-
-def workload(
-    w: Workload, path: str, scopes: Mapping[str, object], out: list[FieldViolation]
-) -> None:
-    """A workload: id, known scope, valid amounts and GPU request, sane replicas.
-
-    Field paths are formatted only for a violation: this runs on every Admit. A rule added here
-    must be added to ``workloads_plainly_valid`` too (batches are asked that first).
-    """
-    if not w.id or len(w.id) > MAX_ID_LENGTH:
-        _id(w.id, f"{path}.id", out)
-    if not w.scope_id:
-        out.append(FieldViolation(f"{path}.scope_id", "must not be empty"))
-    elif w.scope_id not in scopes:
-        out.append(FieldViolation(f"{path}.scope_id", f"unknown scope {w.scope_id!r}"))
-    request = w.request
-    _request(request, f"{path}.request", out)
-    replicas = w.replicas
-    if replicas < 1 or replicas > MAX_REPLICAS:
-        out.append(
-            FieldViolation(f"{path}.replicas", f"must be 1 to {MAX_REPLICAS}, got {replicas}")
-        )
-    elif replicas > 1:
-        for name, amount in request.items():
-            if 0 <= amount <= MAX_AMOUNT and amount * replicas > MAX_AMOUNT:
-                out.append(
-                    FieldViolation(
-                        f'{path}.request["{name}"]',
-                        "request × replicas overflows the maximum amount",
-                    )
-                )
-
-
-def workloads_plainly_valid(
-    workloads: Sequence[Workload], scopes: Mapping[str, object], held: Mapping[str, object]
-) -> bool:
-    """True only when the field-by-field check would find nothing; False sends the batch to it.
-
-    The same rules as ``workload`` (kept beside it: a rule added there must be added here) plus
-    the batch's (ids distinct and new to ``held``), asked of the whole batch at once with
-    C-level passes (sets, ``map``, ``min``/``max``) instead of a call per workload: a batch of
-    10,000 costs well under a microsecond a workload. A Hypothesis property keeps it from
-    accepting anything the walk would refuse.
-    """
-    ids = list(map(_ID, workloads))
-    if len(set(ids)) != len(ids) or not held.keys().isdisjoint(ids):
-        return False
-    lengths = list(map(len, ids))
-    if min(lengths) < 1 or max(lengths) > MAX_ID_LENGTH:
-        return False
-    named = set(map(_SCOPE, workloads))
-    if "" in named or not all(s in scopes for s in named):
-        return False
-    replicas = list(map(_REPLICAS, workloads))
-    most = max(replicas)
-    if min(replicas) < 1 or most > MAX_REPLICAS:
-        return False
-    requests = list(map(_REQUEST, workloads))
-    if "" in set().union(*requests):
-        return False
-    quantities = [a for r in requests for a in r.values()]
-    if not all(0 <= a <= MAX_AMOUNT for a in quantities):
-        return False
-    if most > 1 and quantities and max(quantities) * most > MAX_AMOUNT:
-        return False  # an overflow is possible: the walk checks each gang
-    gpus = {r.get(GPU, 0) for r in requests}
-    return all(valid_gpu_request(g) for g in gpus if g > 0)
-
-
-def placement_options(
-    weights: Mapping[str, float], coverage: float, task_types: Sequence[TaskType]
-) -> list[FieldViolation]:
-    """Placement options a request may set: score weights, FGD coverage and task types.
-
-    Weights are finite numbers from 0 to ``MAX_WEIGHT`` (a NaN or an infinity would make every
-    score NaN, and a negative one would reward using up a resource); coverage is a share in
-    (0, 1]; task types have valid requests and a finite non-negative weight.
-    """
-    out: list[FieldViolation] = []
-    for name, weight in weights.items():
-        if not name:
-            out.append(
-                FieldViolation(f'resource_weights["{name}"]', "resource name must not be empty")
-            )
-        _weight(weight, f'resource_weights["{name}"]', out)
-    if not (0 < coverage <= 1):  # also refuses NaN
-        out.append(
-            FieldViolation(
-                "fragmentation.coverage", f"must be above 0 and at most 1, got {coverage}"
-            )
-        )
-    for i, t in enumerate(task_types):
-        where = f"fragmentation.task_types[{i}]"
-        _request({"cpu": t.cpu_milli, "gpu": t.gpu_milli}, f"{where}.request", out)
-        _weight(t.weight, f"{where}.weight", out)
-    return out
-
-
-def _request(request: Mapping[str, int], path: str, out: list[FieldViolation]) -> None:
-    """Valid amounts, and a GPU request that is a share of one device or whole devices."""
-    amounts(request, path, out)
-    gpu = request.get(GPU, 0)
-    if gpu > 0 and not valid_gpu_request(gpu):
-        out.append(
-            FieldViolation(
-                f'{path}["gpu"]',
-                f"{gpu} is neither a share of one device (< 1000) nor whole devices (k × 1000)",
-            )
-        )
-
-
-def _weight(value: float, path: str, out: list[FieldViolation]) -> None:
-    if not (math.isfinite(value) and 0 <= value <= MAX_WEIGHT):
-        out.append(
-            FieldViolation(path, f"must be a finite number from 0 to {MAX_WEIGHT:g}, got {value}")
-        )
 
 
 def scope_tree(scopes: Sequence[Scope], path: str, out: list[FieldViolation]) -> None:
