@@ -19,7 +19,7 @@ from strata_policy.model import (
 )
 from strata_policy.model.resources import MAX_AMOUNT
 from strata_policy.model.slots import setters
-from strata_policy.placement import slot_builders
+from strata_policy.placement import outputs
 from strata_policy.quota import groups
 from strata_policy.state import request_checks
 from strata_policy.state.cluster import ClusterState
@@ -34,14 +34,10 @@ ON_N1 = (Placement("n1", (0,)),)
 @pytest.mark.parametrize(
     ("built", "constructed"),
     [
+        pytest.param(outputs.placement("n1", (2, 3)), Placement("n1", (2, 3)), id="placement"),
+        pytest.param(outputs.running(W, ON_N1, 7), RunningWorkload(W, ON_N1, 7), id="running"),
         pytest.param(
-            slot_builders.placement("n1", (2, 3)), Placement("n1", (2, 3)), id="placement"
-        ),
-        pytest.param(
-            slot_builders.running(W, ON_N1, 7), RunningWorkload(W, ON_N1, 7), id="running"
-        ),
-        pytest.param(
-            slot_builders.placed_result("w1", ON_N1, {"gpu": 1000}, 0.5),
+            outputs.placed_result("w1", ON_N1, {"gpu": 1000}, 0.5),
             WorkloadResult("w1", Decision.PLACED, ON_N1, borrowed={"gpu": 1000}, score=0.5),
             id="placed result",
         ),
@@ -198,7 +194,7 @@ def test_values_built_by_column_equal_those_built_one_by_one() -> None:
     """running_many and PlacedColumns.results build what running and placed_result build."""
     workloads = [W, Workload("w2", "org", {"gpu": 500})]
     placements = [ON_N1, (Placement("n2", (1,)), Placement("n3", ()))]
-    assert slot_builders.running_many(workloads, placements, 9) == [
+    assert outputs.running_many(workloads, placements, 9) == [
         RunningWorkload(w, p, 9) for w, p in zip(workloads, placements, strict=True)
     ]
     assert PlacedColumns(["w1", "w2"], placements, [{}, {"gpu": 500}], [0.25, 1.0]).results() == [

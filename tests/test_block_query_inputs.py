@@ -12,15 +12,15 @@ from test_placement_levels import SELECTORS, clusters
 
 from strata_policy.model import Node, Policy
 from strata_policy.placement.index import index_of
-from strata_policy.placement.kernel_inputs import (
+from strata_policy.placement.inputs import (
     DEFAULT_WEIGHTS,
     request_and_weights,
     request_row,
+    static_mask,
     weight_rows,
 )
 from strata_policy.placement.one_replica import _block_query
 from strata_policy.placement.place import POLICY_CODES, PlacementOptions, place_one
-from strata_policy.placement.static_masks import static_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 

@@ -9,7 +9,7 @@ from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import Policy
-from strata_policy.placement.kernel_inputs import per_capacity_weights
+from strata_policy.placement.fgd_inputs import per_capacity_weights
 from strata_policy.placement.place import FgdScore, PlacementOptions, place_one
 from strata_policy.service.convert import options_from_proto
 from strata_policy.simulate.policies import parse_policy, placement_options

@@ -17,9 +17,8 @@ from strata_policy.kernels import BlockIndex, BlockLayout, search
 from strata_policy.kernels.bounds import _bound_rows, _weight_terms
 from strata_policy.model import Node, Policy, Workload
 from strata_policy.placement.index import index_of
-from strata_policy.placement.kernel_inputs import request_row, weight_rows
+from strata_policy.placement.inputs import _build_mask, request_row, weight_rows
 from strata_policy.placement.place import POLICY_CODES, PlacementOptions, place_batch, place_one
-from strata_policy.placement.static_masks import _build_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 

@@ -25,8 +25,8 @@ from strata_policy.placement.index import (
     index_of,
     remember,
 )
+from strata_policy.placement.inputs import search_levels, static_mask
 from strata_policy.placement.place import PlacementOptions, place_one
-from strata_policy.placement.static_masks import search_levels, static_mask
 from strata_policy.state.nodes import Lineage, NodeMatrix
 from strata_policy.testing import node, workload
 

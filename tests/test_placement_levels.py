@@ -1,4 +1,4 @@
-"""The block search's static levels from cached parts (``static_masks.search_levels``): their
+"""The block search's static levels from cached parts (``inputs.search_levels``): their
 ``&`` equals the ``StaticMask``'s levels, and a first placement with a new selector answers like
 the general path."""
 
@@ -13,8 +13,8 @@ from test_placement_blocks import RESOURCE_POLICIES, block_sizes
 
 from strata_policy.model import Node, Policy, Workload
 from strata_policy.placement.index import index_of
+from strata_policy.placement.inputs import search_levels, static_mask
 from strata_policy.placement.place import PlacementOptions, place_batch, place_one
-from strata_policy.placement.static_masks import search_levels, static_mask
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 

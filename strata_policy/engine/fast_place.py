@@ -39,7 +39,7 @@ from strata_policy.model import (
     WorkloadResult,
 )
 from strata_policy.model.columns import Part
-from strata_policy.placement import slot_builders
+from strata_policy.placement.outputs import running_many
 from strata_policy.placement.place import PlacementOptions, place_batch, place_columns
 from strata_policy.quota import RunAdmitted, admit_all, batch_order, decide_admit
 from strata_policy.quota.groups import Groups, group, group_tagged
@@ -111,7 +111,7 @@ def _place_admitted_run(
     UNPLACED (they hold nothing, as when placed one by one).
 
     The kernel's columns are committed as they are: placed workloads' values are built column
-    by column through their slots (``placement.slot_builders``) and their replicas allocated
+    by column through their slots (``placement.outputs``) and their replicas allocated
     from the kernel's arrays (``PlacedBatch.rows``); only an unplaced workload gets a
     ``PlacementOutcome``, for its reasons. A run placed in full is answered as its columns
     (returned; no ``WorkloadResult`` built); otherwise every result is appended to
@@ -127,7 +127,7 @@ def _place_admitted_run(
         lent = list(compress(admitted.borrowed, placed))
         scores = list(compress(batch.scores, placed))
         taken = list(compress(chosen, placed))
-    rws = slot_builders.running_many(done, taken, now_ms)
+    rws = running_many(done, taken, now_ms)
     columns = PlacedColumns(list(map(_ID, done)), taken, lent, scores)
     charges = admitted.totals
     if len(done) == len(run):

@@ -4,7 +4,7 @@ A kernel argument that is a bundle is a ``typing.NamedTuple`` of arrays: numba p
 tuple (its arrays unboxed one by one, exactly as separate arguments would be) and the kernel
 reads its fields by name, so a call site names a handful of bundles instead of repeating a
 positional list of forty arrays. Every bundle is built in one place: ``NodeArrays`` by the
-wrappers from their callers' arrays, ``FragArrays`` by ``placement.kernel_inputs`` (or
+wrappers from their callers' arrays, ``FragArrays`` by ``placement.fgd_inputs`` (or
 ``FragArrays.empty``), ``BlockSummaries`` by ``search.BlockIndex``, ``BatchInputs``,
 ``BatchScratch`` and ``BatchArrays`` by ``api.place_batch_arrays``.
 

@@ -232,7 +232,7 @@ def _blocks_place(
     (-1 padded), as the batch kernel chooses them. Returns the node (-1: none fits), its score
     and the devices as a bit set (bit ``d`` for device ``d``; -1 when a node has more than 62
     devices: read ``out_dev``). ``bounds`` is ``_blocks_best``'s scratch. An empty ``weights``
-    weighs 1 every column the request asks for and 0 the others (``kernel_inputs.
+    weighs 1 every column the request asks for and 0 the others (``placement.inputs.
     weight_rows`` without weights), written into ``weight_row`` (scratch, a float64 per
     column): a first call of a shape then builds one array, not two."""
     if weights.shape[0] == 0:

@@ -3,7 +3,7 @@
 A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__`` (about 0.3 µs a
 field); ``object.__new__`` plus one slot-descriptor call per field costs about a third of that
 and gives an equal value. The builders that do so (``model.new_workload``, ``model.new_result``,
-``placement.slot_builders``, ``placement.place``, ``service.place_request_decoder``) take their
+``placement.outputs``, ``placement.place``, ``service.place_request_decoder``) take their
 setters from here, which
 checks that they name every field in order: a field added to one of those classes fails loudly
 at import instead of leaving a slot unset.

@@ -42,7 +42,7 @@ from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 
 if TYPE_CHECKING:
-    from strata_policy.placement.static_masks import StaticMask
+    from strata_policy.placement.inputs import StaticMask
 
 MAX_LABEL_KEYS = 64
 MAX_SELECTIONS = 128
@@ -170,7 +170,7 @@ class LineageCaches:
         return found
 
     def zero_request(self, matrix: NodeMatrix) -> dict[str, int]:
-        """0 per resource column, in column order (``kernel_inputs.request_and_weights``)."""
+        """0 per resource column, in column order (``inputs.request_and_weights``)."""
         found = self.zero_request_
         if found is None:
             found = self.zero_request_ = dict.fromkeys(matrix.resources, 0)

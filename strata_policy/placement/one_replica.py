@@ -27,7 +27,8 @@ from collections.abc import Mapping
 
 from strata_policy import kernels
 from strata_policy.model.objects import Placement, Workload
-from strata_policy.placement import kernel_inputs as inputs
+from strata_policy.placement import inputs
+from strata_policy.placement.fgd_inputs import frag_arrays
 from strata_policy.placement.index import (
     MAX_PLACEMENTS,
     MAX_SHAPES,
@@ -38,7 +39,7 @@ from strata_policy.placement.index import (
     index_of,
     remember,
 )
-from strata_policy.placement.static_masks import search_levels, static_mask
+from strata_policy.placement.outputs import placement_of
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 
@@ -83,8 +84,8 @@ def _chosen(
     a node with more than 62 devices (``bits`` -1) asks the index for its devices instead."""
     if bits < 0:
         devices = index.block_index(matrix).place(query)[2]
-        return (inputs.placement_of(matrix, best, devices),)
-    found = (inputs.placement_of(matrix, best, kernels.device_set(bits)),)
+        return (placement_of(matrix, best, devices),)
+    found = (placement_of(matrix, best, kernels.device_set(bits)),)
     return remember(index.lineage.chosen, bits << 32 | best, found, MAX_PLACEMENTS)
 
 
@@ -107,7 +108,7 @@ def _block_query(
     if missing:
         return None
     # schedulable and model are decided per block (StaticMask): ``selected`` is the selector's
-    selected, blocks, supers, select_blocks, select_supers = search_levels(matrix, workload)
+    selected, blocks, supers, select_blocks, select_supers = inputs.search_levels(matrix, workload)
     return kernels.BlockQuery(index_of(matrix).lineage.layout(matrix), policy, req, row,
                               selected, blocks, supers, select_blocks,
                               select_supers)  # fmt: skip
@@ -135,7 +136,7 @@ def place_cached(
     with index.trees_lock:
         entry = trees.pop(key, None)
         refined = fgd_mode == kernels.FGD_REFINED
-        frag = inputs.frag_arrays(matrix, types, private=False, per_capacity=refined)
+        frag = frag_arrays(matrix, types, private=False, per_capacity=refined)
         if entry is not None and not (
             (entry.types is types or entry.types == types) and entry.frag.count_ge is frag.count_ge
         ):
@@ -156,7 +157,7 @@ def place_cached(
         entry.seen = matrix.journal_len
     if best < 0:
         return None
-    return (inputs.placement_of(matrix, best, devices),), score
+    return (placement_of(matrix, best, devices),), score
 
 
 def _new_entry(
@@ -180,7 +181,7 @@ def _new_entry(
         capacity=matrix.capacity,
         inv_cap=matrix.inv_capacity,
         inv_max_cap=matrix.inv_max_capacity,
-        mask=static_mask(matrix, workload).mask,
+        mask=inputs.static_mask(matrix, workload).mask,
         req=req,
         weights=inputs.weight_rows(matrix, req, {}),
         frag=frag,

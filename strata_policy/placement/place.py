@@ -23,11 +23,12 @@ from strata_policy import kernels
 from strata_policy.model.decisions import Policy, Reason
 from strata_policy.model.objects import Placement, Workload
 from strata_policy.model.slots import setters
-from strata_policy.placement import kernel_inputs as inputs
+from strata_policy.placement import inputs
 from strata_policy.placement.explain import SPREAD_CONFLICT, insufficient, unfit_reason
+from strata_policy.placement.fgd_inputs import frag_arrays
 from strata_policy.placement.index import index_of
 from strata_policy.placement.one_replica import place_blocks, place_cached
-from strata_policy.placement.shared_placements import batch_placements
+from strata_policy.placement.outputs import batch_placements
 from strata_policy.quota.groups import Groups
 from strata_policy.state.allocation import ReplicaRows
 from strata_policy.state.nodes import NodeMatrix
@@ -52,7 +53,7 @@ class FgdScore(Enum):
     ``UNTRUNCATED`` the strict ``−ΔF``; ``REFINED`` (the default) the paper's score over ΔF plus
     the change in GPU milli that the node's free CPU cannot feed, ties to the device left with
     the least free milli, and its mix weighs each shape per unit of the GPU capacity its models
-    allow (``kernel_inputs.per_capacity_weights``), so nodes of a model few nodes have are
+    allow (``fgd_inputs.per_capacity_weights``), so nodes of a model few nodes have are
     kept for the tasks that need it. On the openb trace REFINED leaves about 12 % fewer GPUs
     unallocated than PAPER, and ahead on every variant family (docs/simulation.md).
     """
@@ -235,7 +236,7 @@ def _place(
     if options.policy is Policy.FRAGMENTATION_AWARE:
         types = _task_types(options) or (_own_shape(workloads[0]),)
         refined = options.fgd_score is FgdScore.REFINED
-        frag = inputs.frag_arrays(matrix, types, private, per_capacity=refined)
+        frag = frag_arrays(matrix, types, private, per_capacity=refined)
     else:
         frag = kernels.FragArrays.empty(len(matrix))
     req = shapes.req
@@ -286,7 +287,7 @@ def _columns(
     matrix: NodeMatrix, result: kernels.BatchArrays, shapes: inputs.BatchShapes
 ) -> PlacedBatch:
     """The kernel's arrays as a ``PlacedBatch``: placements shared through the matrix's caches
-    (``placements.batch_placements``), the placed replicas' rows cut from the kernel's arrays."""
+    (``outputs.batch_placements``), the placed replicas' rows cut from the kernel's arrays."""
     replicas = shapes.replicas
     placed = result.fit == replicas
     chosen = batch_placements(

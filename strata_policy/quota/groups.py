@@ -2,7 +2,7 @@
 that depends only on that is done once per group instead of once per workload.
 
 The lane admits a run by summing it per scope and works out each workload's ``borrowed``
-(``quota.bulk``), and turns each workload into the kernel's rows (``kernel_inputs``). Both
+(``quota.bulk``), and turns each workload into the kernel's rows (``placement.inputs``). Both
 read only the scope, the request, the replicas, the selector, the GPU model and the spread key;
 a big batch has a handful of distinct combinations. Grouping costs one tuple key and one dict
 read per workload; everything after it is per group.

@@ -311,7 +311,7 @@ def _middles(placements: Sequence[tuple[model.Placement, ...]], lent: bytes) -> 
     added (a table per ``lent``, emptied when full).
 
     A tuple's hash asks each ``Placement`` for its own, and its equality takes the shared
-    ``Placement`` objects of the engine's tuples (``placement.shared_placements``) by identity:
+    ``Placement`` objects of the engine's tuples (``placement.outputs``) by identity:
     about twice the cost of a lookup by ``id``, with nothing that depends on the keys' owners.
     """
     table = _middles_by_lent.get(lent)
