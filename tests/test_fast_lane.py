@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from matrix_state import matrix_state
 
-from strata_policy.engine import Engine, fast_place, place
+from strata_policy.engine import Engine, place
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import (
     Decision,
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
 
 NODES = tuple(node(f"n{i}", cpu=16 + 8 * (i % 3), gpus=4 + 4 * (i % 2)) for i in range(24))
 CAPACITY = {"cpu": 10**6, "gpu": 10**6}
-FAST = fast_place.FAST_PATH_MIN
+FAST = place.FAST_PATH_MIN
 Decided = tuple[Decision, dict[str, int]]  # a decision and its borrowed part
 
 
@@ -306,7 +306,7 @@ def test_a_failure_after_a_committed_run_changes_nothing() -> None:
     engine.push_snapshot("c", Snapshot(NODES, (scope("org"),)))
     before = engine.snapshot("c")
     workloads = [Workload(f"w{i}", "org", {"cpu": 1000}) for i in range(FAST * 4)]
-    real = fast_place.place_columns
+    real = place.place_columns
     calls = []
 
     def fail_second(*args: object, **kwargs: object) -> object:
@@ -316,8 +316,8 @@ def test_a_failure_after_a_committed_run_changes_nothing() -> None:
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     with (
-        mock.patch.object(fast_place, "place_columns", fail_second),
-        mock.patch.object(fast_place, "FAST_PATH_MAX", FAST),
+        mock.patch.object(place, "place_columns", fail_second),
+        mock.patch.object(place, "FAST_PATH_MAX", FAST),
         pytest.raises(RuntimeError),
     ):
         engine.place("c", workloads)

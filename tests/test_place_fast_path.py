@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strata_policy.engine import Engine
-from strata_policy.engine.fast_place import FAST_PATH_MIN
+from strata_policy.engine.place import FAST_PATH_MIN
 from strata_policy.model import Policy, Scope, Snapshot, Workload
 from strata_policy.placement.place import PlacementOptions
 from strata_policy.state.taskmix import TaskType

@@ -1,6 +1,6 @@
 """Admit ≡ dry-run Reclaim (DESIGN §2) through the engine, on every path that decides quota:
 one-workload Admit, batch Admit, Place of inline workloads one by one and
-through the batch lane (``engine.fast_place``)."""
+through the batch lane (``engine.place``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from test_quota_reclaim_properties import contested, pending, worlds
 
 from strata_policy.engine import Engine
-from strata_policy.engine.fast_place import FAST_PATH_MIN
+from strata_policy.engine.place import FAST_PATH_MIN
 from strata_policy.model import (
     Decision,
     Node,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strata_policy.engine import Engine, fast_place
+from strata_policy.engine import Engine, place
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import BatchResult, Order, Policy, Snapshot, Workload
 from strata_policy.placement.place import PlacementOptions
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
 
 NODES = tuple(node(f"n{i}", cpu=16, gpus=4 + 4 * (i % 2)) for i in range(12))
 SCOPES = (scope("org"), scope("a", "org", limit={"gpu": 20000}), scope("b", "org"))
-FAST = fast_place.FAST_PATH_MIN
+FAST = place.FAST_PATH_MIN
 Tagged = tuple[list[Workload], list[object]]  # a batch and its tags
 
 # a shape: scope, cpu, gpu, replicas, priority, spread, gpu model; "zz", "", -1 and 0 replicas

@@ -2,7 +2,7 @@
 
 ``Engine`` (``engine.core``) is a thin facade: each method calls its use case's module —
 ``snapshots`` (PushSnapshot, UpdateSnapshot, DeleteCluster, reads, replay), ``admit``,
-``place`` (with its batch lane, ``fast_place``), ``release``, ``reclaim``, ``plan``
+``place`` (its batch lane; one by one in ``place_one_by_one``), ``release``, ``reclaim``, ``plan``
 (PlanCapacity) — and every use case runs under ``commit``'s protocol: the cluster's lock,
 idempotent replay of a retried ``request_id``, and journal-first commits. What a request
 carries is checked by ``state.request_checks``.

@@ -13,7 +13,7 @@ The simulator, notebooks, embedders and the gRPC servicer call it::
     result.results[0].placements  # (Placement('node-1', (0..7)), Placement('node-2', (0..7)))
 
 Each method delegates to its use case: ``snapshots`` (push, update, delete, reads, replay),
-``admit``, ``place`` (with the batch lane, ``fast_place``), ``release``, ``reclaim``, ``plan``;
+``admit``, ``place`` (and ``place_one_by_one``), ``release``, ``reclaim``, ``plan``;
 every one of them runs under ``commit``'s protocol (the cluster's lock, idempotent replay,
 journal-first commits), which ``commit``'s docstring states.
 

@@ -2,9 +2,10 @@
 
 Workloads are taken in the batch order (FIFO, PRIORITY or FAIR); each admitted one is placed
 with all its replicas or none. An inline workload that fits the quota but no nodes is not
-admitted (UNPLACED); one placed by id that does not fit stays ADMITTED. A big FIFO or PRIORITY
-batch of inline workloads goes through the batch lane (``engine.fast_place``), with the same
-answers and state; the rest are decided and placed one at a time here.
+admitted (UNPLACED); one placed by id that does not fit stays ADMITTED. A small batch, a FAIR
+one, or one with ids is decided and placed one workload at a time
+(``engine.place_one_by_one``); a big FIFO or PRIORITY batch of inline workloads goes through
+the batch lane here (``admit_and_place``), with the same answers and state.
 
 A batch may come with ``tags`` (the Place request decoder's, ``service.place_request_decoder``):
 ``tags[i]`` is workload ``i``'s, and workloads whose tags are the same object are equal in every
@@ -12,29 +13,59 @@ field but ``id`` and ``queued_at_ms``. The lane groups such a batch by tag
 (``quota.groups.group_tagged``) and checks one workload per tag
 (``state.request_checks.tagged_plainly_valid``), instead of reading every workload's fields;
 the answers are the same as without tags.
+
+**The batch lane.** The answers and the resulting state are exactly those of deciding and
+placing one workload at a time (``place_one_by_one.admit_and_place_one``); two paths get there
+faster:
+
+- **Quota fast lane.** When ``quota.admit_all`` finds that no limit, guarantee or the headroom
+  can bind inside a run of workloads, every workload of the run is ADMITTED (with a known
+  ``borrowed``) whichever of the ones before it end up placed. The run is grouped once
+  (``quota.groups``: the quota sums and the kernel rows are worked out per group), placed by
+  one kernel call (``place_columns``) and committed from the kernel's columns with one
+  ``ClusterState.add_many``: no per-workload quota decision, charge or refund, no
+  ``PlacementOutcome`` for a placed workload, and its replicas allocated from the kernel's
+  arrays. A run placed in full is answered in columns (``model.PlacedColumns``): its
+  ``WorkloadResult`` values are built only for a caller that reads them (``Engine.place``),
+  not for the Place RPC, which writes the columns to the wire.
+- **Chunks decided one by one** (``place_one_by_one.decide_and_place``) otherwise, with the
+  kernel still placing the chunk in one call and the decisions replayed exactly (see its
+  docstring).
+
+Runs start as long as ``FAST_PATH_MAX`` and halve while the lane does not hold, down to
+``FAST_PATH_MIN``; then one chunk is decided one by one, and the lane is tried again after it,
+short, doubling while it holds. A failed lane check costs a pass over the run (sums, no
+decisions), so the checks cost at most about twice the workloads placed through the lane plus
+``FAST_PATH_MIN`` per chunk decided one by one.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from itertools import compress
 
-from strata_policy.engine import fast_place
 from strata_policy.engine.commit import Committer, body_digest
-from strata_policy.engine.fast_place import FAST_PATH_MIN
+from strata_policy.engine.place_one_by_one import (
+    admit_and_place_one,
+    decide_and_place,
+    place_admitted,
+)
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import (
     ColumnarBatch,
     Decision,
     Order,
-    Reason,
-    ReasonCode,
-    RunningWorkload,
+    PlacedColumns,
     Workload,
     WorkloadResult,
 )
-from strata_policy.placement.place import PlacementOptions, place_one
-from strata_policy.quota import batch_order, decide_admit
+from strata_policy.model.columns import Part
+from strata_policy.placement.outputs import running_many
+from strata_policy.placement.place import PlacementOptions, place_columns
+from strata_policy.quota import RunAdmitted, admit_all, batch_order
+from strata_policy.quota.groups import Groups, group, group_tagged
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.request_checks import (
     check_ids,
@@ -43,7 +74,9 @@ from strata_policy.state.request_checks import (
     replicas,
 )
 
-__all__ = ["FAST_PATH_MIN", "place"]
+FAST_PATH_MIN = 32  # batches from this size place in runs through one kernel call each
+FAST_PATH_MAX = 4096
+_ID = operator.attrgetter("id")
 
 
 def place(
@@ -127,15 +160,15 @@ def compute(
     admitted = len(known)
     options = _with_mix(state, options)
     if not known and order is not Order.FAIR and len(workloads) >= FAST_PATH_MIN:
-        parts = tuple(fast_place.admit_and_place(state, workloads, order, options, now_ms, tags))
+        parts = tuple(admit_and_place(state, workloads, order, options, now_ms, tags))
         return lambda generation: ColumnarBatch(generation, parts)
     results: list[WorkloadResult] = []
     for i in batch_order(state.tree, batch, order, state.capacity):
         w = batch[i]
         if i < admitted:
-            results.append(_place_admitted(state, w, options))
+            results.append(place_admitted(state, w, options))
         else:
-            results.append(_admit_and_place(state, w, options, now_ms))
+            results.append(admit_and_place_one(state, w, options, now_ms))
     return lambda generation: ColumnarBatch(generation, (tuple(results),))
 
 
@@ -146,39 +179,113 @@ def _with_mix(state: ClusterState, options: PlacementOptions) -> PlacementOption
     return options
 
 
-def _place_admitted(state: ClusterState, w: Workload, options: PlacementOptions) -> WorkloadResult:
-    current = state.workloads[w.id]
-    if current.placed:
-        return WorkloadResult(
-            w.id,
-            Decision.PLACED,
-            placements=current.placements,
-            reasons=(Reason(ReasonCode.ALREADY_PLACED, f"workload {w.id!r} was already placed"),),
+def admit_and_place(
+    state: ClusterState,
+    workloads: Sequence[Workload],
+    order: Order,
+    options: PlacementOptions,
+    now_ms: int,
+    tags: Sequence[object] | None = None,
+) -> list[Part]:
+    """The results of admitting and placing ``workloads`` one by one in ``order`` (FIFO or
+    PRIORITY: orders fixed before any decision), committed to ``state``, in order as parts
+    (``model.columns``): a run placed in full is one ``PlacedColumns``, no values built.
+
+    With ``tags`` (the module docstring: ``tags[i]`` is workload ``i``'s), each
+    run is grouped by its tags (``group_tagged``), the same groups ``group`` finds from the
+    fields; without, by the fields."""
+    ordered = list(batch_order(state.tree, workloads, order, state.capacity))
+    parts: list[Part] = []
+    results: list[WorkloadResult] = []  # values since the last part
+    pos, chunk, lane = 0, FAST_PATH_MIN, FAST_PATH_MAX
+    while pos < len(ordered):
+        window = ordered[pos : pos + lane]
+        run = [workloads[i] for i in window]
+        groups = (
+            group(run) if tags is None else group_tagged(run, list(map(tags.__getitem__, window)))
         )
-    outcome = place_one(state.matrix, w, options)
-    if not outcome.placed:
-        return WorkloadResult(
-            w.id, Decision.UNPLACED, reasons=outcome.reasons, explanation=outcome.explanation
-        )
-    state.set_placements(w.id, outcome.placements)
-    return WorkloadResult(w.id, Decision.PLACED, placements=outcome.placements, score=outcome.score)
+        admitted = admit_all(state.tree, run, state.capacity, groups)
+        if admitted is not None:
+            columns = _place_admitted_run(state, run, groups, admitted, options, now_ms, results)
+            if columns is not None:
+                if results:
+                    parts.append(tuple(results))
+                    results.clear()
+                parts.append(columns)
+            pos += len(run)
+            lane = min(lane * 2, FAST_PATH_MAX)
+        elif len(run) > FAST_PATH_MIN:
+            lane = max(len(run) // 2, FAST_PATH_MIN)
+        else:
+            done, redone = decide_and_place(
+                state, workloads, ordered[pos : pos + chunk], options, now_ms, results
+            )
+            pos += done
+            chunk = FAST_PATH_MIN if redone else min(chunk * 2, FAST_PATH_MAX)
+    if results:
+        parts.append(tuple(results))
+    return parts
 
 
-def _admit_and_place(
-    state: ClusterState, w: Workload, options: PlacementOptions, now_ms: int
-) -> WorkloadResult:
-    decision = decide_admit(state.tree, state.workloads, w, state.capacity)
-    if decision.decision is not Decision.ADMITTED:
-        return decision
-    outcome = place_one(state.matrix, w, options)
-    if not outcome.placed:
-        return replace(
-            decision,
-            decision=Decision.UNPLACED,
-            reasons=outcome.reasons,
-            explanation=outcome.explanation,
+def _place_admitted_run(
+    state: ClusterState,
+    run: list[Workload],
+    groups: Groups,
+    admitted: RunAdmitted,
+    options: PlacementOptions,
+    now_ms: int,
+    results: list[WorkloadResult],
+) -> PlacedColumns | None:
+    """Place a run the quota lane admitted in full; commit the placed ones, report the rest
+    UNPLACED (they hold nothing, as when placed one by one).
+
+    The kernel's columns are committed as they are: placed workloads' values are built column
+    by column through their slots (``placement.outputs``) and their replicas allocated
+    from the kernel's arrays (``PlacedBatch.rows``); only an unplaced workload gets a
+    ``PlacementOutcome``, for its reasons. A run placed in full is answered as its columns
+    (returned; no ``WorkloadResult`` built); otherwise every result is appended to
+    ``results`` and None is returned."""
+    batch = place_columns(state.matrix, run, options, groups)
+    chosen = batch.placements
+    placed = list(map(bool, chosen))
+    if all(placed):
+        done, lent, scores = run, admitted.borrowed, batch.scores
+        taken = chosen
+    else:
+        done = list(compress(run, placed))
+        lent = list(compress(admitted.borrowed, placed))
+        scores = list(compress(batch.scores, placed))
+        taken = list(compress(chosen, placed))
+    rws = running_many(done, taken, now_ms)
+    columns = PlacedColumns(list(map(_ID, done)), taken, lent, scores)
+    charges = admitted.totals
+    if len(done) == len(run):
+        state.add_many(rws, charges, batch.rows)
+        return columns
+    charges = {sid: dict(amounts) for sid, amounts in charges.items()}
+    next_placed = iter(columns.results()).__next__
+    for i, w in enumerate(run):
+        if placed[i]:
+            results.append(next_placed())
+            continue
+        _uncharge(charges, w)
+        outcome = batch.outcome(i)
+        results.append(
+            WorkloadResult(
+                w.id,
+                Decision.UNPLACED,
+                reasons=outcome.reasons,
+                borrowed=admitted.borrowed[i],
+                explanation=outcome.explanation,
+            )
         )
-    state.add(RunningWorkload(w, outcome.placements, now_ms))
-    return replace(
-        decision, decision=Decision.PLACED, placements=outcome.placements, score=outcome.score
-    )
+    state.add_many(rws, charges, batch.rows)
+    return None
+
+
+def _uncharge(charges: dict[str, dict[str, int]], w: Workload) -> None:
+    """Take ``w``'s ``request × replicas`` out of its scope's sum (it was not placed)."""
+    amounts = charges[w.scope_id]
+    for r, a in w.request.items():
+        if a > 0:
+            amounts[r] -= a * w.replicas

@@ -1,6 +1,6 @@
 """A batch's results as the batch lane makes them: runs of PLACED results in columns.
 
-A Place of 1,000 workloads placed through the batch lane (``engine.fast_place``) has its
+A Place of 1,000 workloads placed through the batch lane (``engine.place``) has its
 results in four columns — ids, placement tuples, borrowed amounts, scores — before any
 ``WorkloadResult`` exists, and building those 1,000 values (eight slots each, and as many
 objects for the cyclic collector to walk) costs about a tenth of placing them. ``Engine.place``
