@@ -1,19 +1,26 @@
 """Admit and Place answered as messages: the oracles the servicer's byte handlers are checked
-against (``test_place_wire_service``).
+against (``test_place_wire_service``), and ``add_results``, which fills a response message.
 
 The servicer registers one handler per RPC, and Admit's and Place's write their answers as
 bytes (Place also reads its request from bytes). These are the plain translations they shortcut
 — protobuf parses, ``convert`` converts, the engine decides, ``add_results`` fills a response
-message — kept here, where only tests use them.
+message (runs of the result encoder's value writer parsed in, the rest field by field) — kept
+here, where only tests use them.
 """
 
 from __future__ import annotations
 
-import grpc
-from strata.policy.v1 import policy_service_pb2 as svc
+from collections.abc import Sequence
 
+import grpc
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+from strata.policy.v1 import policy_service_pb2 as svc
+from strata.policy.v1 import types_pb2 as pb
+
+from strata_policy.model import WorkloadResult
 from strata_policy.service import convert as c
-from strata_policy.service.result_encoder import add_results
+from strata_policy.service.convert import DECISION_CODES, fill_result
+from strata_policy.service.result_encoder import _borrowed_entries, _write_results
 from strata_policy.service.servicer import PolicyServicer, errors_to_status, idempotency
 from strata_policy.state import request_checks as checks
 
@@ -77,3 +84,36 @@ class MessageServicer(PolicyServicer):
         response = svc.PlaceResponse(generation=batch.generation)
         add_results(response, batch.results)
         return response
+
+
+def add_results(
+    response: svc.AdmitResponse | svc.PlaceResponse, decisions: Sequence[WorkloadResult]
+) -> None:
+    """Append each decision to ``response.results``, in order: runs of results the value
+    writer writes are parsed in by one ``MergeFromString`` each (their borrowed entries in
+    the mapping's own order, as assigning them would insert them), the others added field by
+    field (``add_result``) in their place."""
+    start = 0
+    for i, r in enumerate(decisions):
+        if r.reasons or r.victims:
+            if start < i:
+                _merge(response, decisions[start:i])
+            add_result(response.results, r)
+            start = i + 1
+    if start < len(decisions):
+        _merge(response, decisions[start:] if start else decisions)
+
+
+def _merge(response: svc.AdmitResponse | svc.PlaceResponse, run: Sequence[WorkloadResult]) -> None:
+    parts: list[bytes] = []
+    _write_results(parts, run, _borrowed_entries)
+    response.MergeFromString(b"".join(parts))
+
+
+def add_result(
+    results: RepeatedCompositeFieldContainer[pb.WorkloadResult], r: WorkloadResult
+) -> None:
+    """Append one decision field by field (the general path)."""
+    fill_result(
+        results.add(workload_id=r.workload_id, decision=DECISION_CODES[r.decision._value_]), r
+    )

@@ -9,6 +9,7 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from message_servicer import add_results
 from strata.policy.v1 import policy_service_pb2 as svc
 
 from strata_policy.engine import Engine
@@ -31,7 +32,7 @@ from strata_policy.model.resources import Resources
 from strata_policy.placement.place import PlacementOptions
 from strata_policy.service import result_encoder
 from strata_policy.service.metrics import Metrics
-from strata_policy.service.result_encoder import add_results, columnar_bytes, response_bytes
+from strata_policy.service.result_encoder import columnar_bytes, response_bytes
 from strata_policy.testing import node
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)

@@ -7,6 +7,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from message_servicer import add_result, add_results
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
@@ -20,7 +21,7 @@ from strata_policy.model import (
     WorkloadResult,
 )
 from strata_policy.service import convert
-from strata_policy.service.result_encoder import add_result, add_results, response_bytes
+from strata_policy.service.result_encoder import response_bytes
 
 CASES = [
     pytest.param(

@@ -13,6 +13,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from message_servicer import add_results
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
@@ -245,7 +246,7 @@ def test_value_writer_parses_as_fill_result(results: list[WorkloadResult], gener
     """``response_bytes`` and ``add_results`` give ``fill_result``'s message for any fields."""
     written = svc.PlaceResponse.FromString(result_encoder.response_bytes(generation, results))
     added = svc.PlaceResponse(generation=generation)
-    result_encoder.add_results(added, results)
+    add_results(added, results)
     expected = svc.PlaceResponse(generation=generation, results=_messages(results))
     assert written == expected
     assert added == expected

@@ -1,6 +1,7 @@
-"""``kernels.scan_records`` reads the records a record-by-record reader reads and
-``kernels.write_records`` writes what a field-by-field writer writes (their naive twins),
-and their wrappers refuse arrays and positions they do not take."""
+"""The proto record kernels (``kernels.proto_records``), through the codecs' wrappers:
+``place_request_decoder.scan_records`` reads the records a record-by-record reader reads and
+``result_encoder.write_records`` writes what a field-by-field writer writes (their naive
+twins), and the wrappers refuse arrays and positions they do not take."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strata_policy.kernels import scan_records, write_records
 from strata_policy.kernels.proto_records import SEPARATOR
+from strata_policy.service.place_request_decoder import scan_records
+from strata_policy.service.result_encoder import write_records
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
 
@@ -42,11 +44,11 @@ def _record(wid: bytes, tail: bytes) -> bytes:
 
 
 def _check(raw: bytes, pos: int, end: int, tail: bytes) -> None:
-    found = scan_records(_u8(raw), pos, end, _u8(tail))
+    starts, stops, joined, found_after = scan_records(_u8(raw), pos, end, _u8(tail))
     ids, after = naive_scan(raw, pos, end, tail)
-    assert found.after == after
-    assert [raw[a:b] for a, b in zip(found.starts, found.stops, strict=True)] == ids
-    assert found.joined.tobytes() == bytes((SEPARATOR,)).join(ids)
+    assert found_after == after
+    assert [raw[a:b] for a, b in zip(starts, stops, strict=True)] == ids
+    assert joined.tobytes() == bytes((SEPARATOR,)).join(ids)
 
 
 @pytest.mark.parametrize(

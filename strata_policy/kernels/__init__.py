@@ -17,7 +17,6 @@ from strata_policy.kernels.fit import (
     RANDOM,
 )
 from strata_policy.kernels.frag import FGD_PAPER, FGD_REFINED, FGD_UNTRUNCATED
-from strata_policy.kernels.proto_records import scan_records, write_records
 from strata_policy.kernels.score_tree import ScoreTree
 from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery, device_set
 from strata_policy.kernels.warmup import warmup
@@ -43,7 +42,5 @@ __all__ = [
     "device_set",
     "place_batch_arrays",
     "refresh_frag_rows",
-    "scan_records",
     "warmup",
-    "write_records",
 ]

@@ -7,7 +7,7 @@ import numpy as np
 from strata_policy.kernels import snapshot_wire
 from strata_policy.kernels.api import place_batch_arrays, refresh_frag_rows
 from strata_policy.kernels.arrays import FragArrays
-from strata_policy.kernels.proto_records import scan_records, write_records
+from strata_policy.kernels.proto_records import scan_kernel, write_kernel
 from strata_policy.kernels.score_tree import ScoreTree
 from strata_policy.kernels.search import BlockIndex, BlockLayout
 
@@ -15,10 +15,14 @@ from strata_policy.kernels.search import BlockIndex, BlockLayout
 def warmup() -> None:
     """Compile (or load from the cache) every kernel by running each policy on tiny inputs."""
     snapshot_wire.warmup()
-    record = np.array([0x12, 3, 0x0A, 0, 7], dtype=np.uint8)
-    scan_records(record, 0, 5, record[4:])
-    ends = np.array([1], dtype=np.int64)
-    write_records(b"\x0a", b"\x0a", b"w", b"\x20", ends, b"\x39", np.ones(1))
+    # read-only byte rows, as the codecs' wrappers pass them (``np.frombuffer`` of bytes)
+    record, key, one = (
+        np.frombuffer(b, dtype=np.uint8) for b in (b"\x12\x03\x0a\x00\x07", b"\x0a", b"w")
+    )
+    at = np.empty(2, dtype=np.int64)
+    scan_kernel(record, 0, 5, record[4:], at, at.copy(), np.empty(5, dtype=np.uint8))
+    out, ends = np.empty(32, dtype=np.uint8), np.ones(1, dtype=np.int64)
+    write_kernel(out, key, key, one, one, ends, key, np.ones(1).view(np.uint8))
     free = np.array([[4000, 1 << 30, 2000], [8000, 1 << 30, 1000]], dtype=np.int64)
     gpu_free = np.array([[1000, 1000], [1000, -1]], dtype=np.int64)
     shape_gpu = np.array([500, 1000], dtype=np.int64)

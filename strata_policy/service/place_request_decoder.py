@@ -54,8 +54,7 @@ from google.protobuf.message import DecodeError, Message
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
-from strata_policy.kernels import scan_records
-from strata_policy.kernels.proto_records import ID_KEY, RECORD_KEY, SEPARATOR
+from strata_policy.kernels.proto_records import ID_KEY, RECORD_KEY, SEPARATOR, scan_kernel
 from strata_policy.model import Workload, new_workload
 from strata_policy.model.objects import WORKLOAD_SETTERS
 from strata_policy.service import convert
@@ -71,6 +70,7 @@ _BY_COLUMN = 8  # rows from which values are built by column
 _new = object.__new__
 _LAST = operator.itemgetter(-1)  # a row's queued_at_ms
 _SEPARATOR = chr(SEPARATOR)
+_U8 = np.dtype(np.uint8)
 _drain: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend  # runs an iterator in C
 Fields = tuple[Any, ...]  # a Workload's fields after the id, in order
 _tails: dict[bytes, Fields] = {}  # () for a tail that sets the id again
@@ -257,28 +257,49 @@ def _run(
 
     A batch's workloads mostly share one tail, so the records that follow — key, one-byte
     length, the id's key and one-byte length, the id, the tail — are found by a kernel
-    (``kernels.scan_records``: the checks the record-by-record loop makes, on each record in
-    turn), which also joins their ids with a NUL between two, so that they are decoded and
-    split apart by one call each (a UTF-8 text is valid exactly when its pieces between NULs
+    (``scan_records``: the checks the record-by-record loop makes, on each record in turn),
+    which also joins their ids with a NUL between two, so that they are decoded and split
+    apart by one call each (a UTF-8 text is valid exactly when its pieces between NULs
     are); they are sliced and decoded one by one when an id holds a NUL itself. Reading stops
     at the first bytes that are not such a record (another tail, a longer id, the request's
     other fields), and the record-by-record loop goes on from there.
     """
     if pos >= len(raw):
         return pos  # nothing follows (or the last record ran past the end: protobuf decides)
-    found = scan_records(
-        np.frombuffer(raw, dtype=np.uint8), pos, len(raw), np.frombuffer(tail, dtype=np.uint8)
+    starts, stops, joined, after = scan_records(
+        np.frombuffer(raw, dtype=_U8), pos, len(raw), np.frombuffer(tail, dtype=_U8)
     )
-    count = len(found.starts)
+    count = len(starts)
     if count:
-        read = found.joined.tobytes().decode().split(_SEPARATOR)
+        read = joined.tobytes().decode().split(_SEPARATOR)
         if len(read) != count:  # an id holds the separator: each sliced and decoded
-            spans = map(slice, found.starts.tolist(), found.stops.tolist())
+            spans = map(slice, starts.tolist(), stops.tolist())
             read = list(map(bytes.decode, map(raw.__getitem__, spans)))
         ids.extend(read)
         rows.extend(repeat(known, count))
         tags.extend(repeat(known, count))
-    return found.after
+    return after
+
+
+def scan_records(
+    raw: np.ndarray, pos: int, end: int, tail: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The records that repeat ``tail`` in ``raw[pos:end]`` from ``pos`` on, read by
+    ``kernels.proto_records.scan_kernel`` (its docstring says which bytes it takes): the ids'
+    starts and stops in the bytes (int64), the ids joined with a ``SEPARATOR`` between two
+    (uint8), and the position after the last record read (``pos`` when there is none).
+    ``raw`` and ``tail`` are C-contiguous uint8 arrays; ``0 <= pos <= end <= len(raw)``."""
+    for name, a in (("raw", raw), ("tail", tail)):
+        if a.dtype != _U8 or a.ndim != 1 or not a.flags.c_contiguous:
+            raise ValueError(f"{name}: {a.dtype}{a.shape}, expected a C-contiguous uint8 row")
+    if not 0 <= pos <= end <= raw.shape[0]:
+        raise ValueError(f"positions {pos}..{end} outside {raw.shape[0]} bytes")
+    room = (end - pos) // (4 + tail.shape[0]) + 1  # a record takes at least 4 + len(tail)
+    starts = np.empty(room, dtype=np.int64)
+    stops = np.empty(room, dtype=np.int64)
+    joined = np.empty(end - pos, dtype=np.uint8)
+    count, after, used = scan_kernel(raw, pos, end, tail, starts, stops, joined)
+    return starts[:count], stops[:count], joined[:used], int(after)
 
 
 def _workloads(ids: list[str], rows: list[Fields], tags: list[object]) -> list[Workload]:
@@ -369,7 +390,7 @@ def layout_problems(
     their namesakes."""
     out = [f"{fields.codec}: {p}" for p in dataclasses.replace(fields, message=workload).problems()]
     if wire_key(request, "workloads") != RECORD_KEY or wire_key(workload, "id") != ID_KEY:
-        out.append("workload records and ids are not keyed as kernels.scan_records reads them")
+        out.append("workload records and ids are not keyed as scan_records reads them")
     stamp = descriptor(workload).fields_by_name["queued_at_ms"]
     last = max(descriptor(workload).fields, key=lambda f: f.number)
     if stamp.type != FieldDescriptor.TYPE_INT64 or wire_key(workload, "queued_at_ms") >= 0x80:

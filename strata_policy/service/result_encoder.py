@@ -9,12 +9,13 @@ much as placing them. So results are written straight into protobuf's encoding:
   placement and borrowed fragments memoized (batches repeat them); a result with reasons or
   victims (a denial; rare, and the most varied) is built by ``convert.fill_result`` and
   serialized. ``response_bytes`` is a whole response as gRPC would serialize the message
-  (borrowed entries in the order protobuf writes the map it parsed); ``add_results`` parses
-  runs of the writer's bytes into a message (entries in the mapping's own order, as
-  assigning inserts them) and adds the other results field by field, in their place.
+  (borrowed entries in the order protobuf writes the map it parsed); the tests' message
+  oracle (``tests/message_servicer.py``, ``add_results``) parses runs of the writer's bytes
+  into a message (``_borrowed_entries``: entries in the mapping's own order, as assigning
+  inserts them) and adds the other results field by field, in their place.
 - The column writer (``_write_columns``, for ``columnar_bytes``) writes a run of PLACED
   results held in columns (``model.PlacedColumns``, the engine's answer as it made it) by a
-  kernel (``kernels.write_records``), no ``WorkloadResult`` built.
+  kernel (``write_records``), no ``WorkloadResult`` built.
 
 Clients see the same bytes and messages either way (``tests/test_convert_results.py``,
 ``tests/test_columnar.py``; ``tests/test_field_coverage.py`` with every field set). What each
@@ -36,7 +37,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import is_
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TypeVar, cast
 
 import numpy as np
 from google.protobuf.descriptor import Descriptor
@@ -44,8 +45,7 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy import model
-from strata_policy.kernels import write_records
-from strata_policy.kernels.proto_records import SEPARATOR
+from strata_policy.kernels.proto_records import SEPARATOR, write_kernel
 from strata_policy.model.resources import Resources
 from strata_policy.service.convert import DECISION_CODES as _CODES
 from strata_policy.service.convert import fill_result
@@ -57,9 +57,6 @@ from strata_policy.service.field_coverage import (
     same,
     wire_key,
 )
-
-if TYPE_CHECKING:
-    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 _PLACEMENT_FIELDS = FieldMap(
     "result_encoder._placement",
@@ -84,8 +81,9 @@ VALUE_WRITER_FIELDS = FieldMap(
     },
     nested=(_PLACEMENT_FIELDS,),
 ).check()
-"""What the value writer (``response_bytes``, ``add_results``) writes itself, and what it leaves
-to ``convert.fill_result`` (a result with reasons or victims is built field by field)."""
+"""What the value writer (``response_bytes``; the tests' ``add_results``) writes itself, and
+what it leaves to ``convert.fill_result`` (a result with reasons or victims is built field by
+field)."""
 COLUMN_WRITER_FIELDS = FieldMap(
     "result_encoder._write_columns",
     pb.WorkloadResult,
@@ -145,6 +143,8 @@ _ENTRY_KEY, _ENTRY_VALUE = _varint(wire_key(_ENTRY, "key")), _varint(wire_key(_E
 _PLACED = _DECISIONS[model.Decision.PLACED._value_]
 _NUL = chr(SEPARATOR)
 _NO_SCORES = np.zeros(0, dtype=np.float64)
+_I64 = np.dtype(np.int64)
+_F64 = np.dtype(np.float64)
 _add = operator.add
 _placement_fragments: dict[model.Placement, bytes] = {}
 _tuple_fragments: dict[tuple[model.Placement, ...], bytes] = {}
@@ -188,39 +188,6 @@ def columnar_bytes(batch: model.ColumnarBatch) -> bytes:
         else:
             _write_results(parts, part, _borrowed_fragment)
     return b"".join(parts)
-
-
-def add_results(
-    response: svc.AdmitResponse | svc.PlaceResponse, decisions: Sequence[model.WorkloadResult]
-) -> None:
-    """Append each decision to ``response.results``, in order: runs of results the value
-    writer writes are parsed in by one ``MergeFromString`` each (their borrowed entries in
-    the mapping's own order, as assigning them would insert them), the others added field by
-    field (``add_result``) in their place."""
-    start = 0
-    for i, r in enumerate(decisions):
-        if r.reasons or r.victims:
-            if start < i:
-                _merge(response, decisions[start:i])
-            add_result(response.results, r)
-            start = i + 1
-    if start < len(decisions):
-        _merge(response, decisions[start:] if start else decisions)
-
-
-def _merge(
-    response: svc.AdmitResponse | svc.PlaceResponse, run: Sequence[model.WorkloadResult]
-) -> None:
-    parts: list[bytes] = []
-    _write_results(parts, run, _borrowed_entries)
-    response.MergeFromString(b"".join(parts))
-
-
-def add_result(
-    results: RepeatedCompositeFieldContainer[pb.WorkloadResult], r: model.WorkloadResult
-) -> None:
-    """Append one decision field by field (the general path)."""
-    fill_result(results.add(workload_id=r.workload_id, decision=_CODES[r.decision._value_]), r)
 
 
 def _write_results(
@@ -280,7 +247,7 @@ def _write_columns(parts: list[bytes], run: model.PlacedColumns) -> bool:
     Every result of a run is its id, its middle (the decision and placements, then the
     borrowed amounts) and its score, with keys and lengths around them: the middles are found
     by the run's placement tuples and borrowed mappings in C-level passes, and
-    ``kernels.write_records`` writes the rest, no Python step per result.
+    ``write_records`` writes the rest, no Python step per result.
     """
     scores = run.scores
     scored = all(scores)
@@ -303,6 +270,49 @@ def _write_columns(parts: list[bytes], run: model.PlacedColumns) -> bool:
         write_records(_RESULTS, _ID, ids.encode(), b"".join(middles), ends, _SCORE, values)
     )
     return True
+
+
+def write_records(
+    record_key: bytes,
+    id_key: bytes,
+    ids: bytes,
+    middles: bytes,
+    middle_ends: np.ndarray,
+    score_key: bytes,
+    scores: np.ndarray,
+) -> bytes:
+    """Length-delimited records, one per row (written by ``kernels.proto_records.
+    write_kernel``): ``record_key``, the varint of the body's length, then the body —
+    ``id_key``, the varint of the id's length and the id (left out for an empty id), the row's
+    middle, and ``score_key`` with the row's score (when ``scores`` is not empty) — as
+    protobuf writes a repeated message field whose messages hold those fields.
+
+    ``ids`` are the rows' ids joined with a ``SEPARATOR`` between two (none may hold one);
+    ``middles`` the rows' middles joined, row ``i``'s ending at ``middle_ends[i]`` (int64,
+    ascending); ``scores`` float64, one per row, or empty (C-contiguous arrays)."""
+    n = middle_ends.shape[0]
+    last = int(middle_ends[-1]) if n else 0
+    if middle_ends.dtype != _I64 or middle_ends.ndim != 1 or last != len(middles):
+        raise ValueError("middle_ends: expected int64 ends of the middles, the last their length")
+    if n and (middle_ends[0] < 0 or (n > 1 and bool((np.diff(middle_ends) < 0).any()))):
+        raise ValueError("middle_ends: expected ascending ends")
+    if scores.shape not in ((n,), (0,)) or scores.dtype != _F64:
+        raise ValueError(f"scores: {scores.dtype}{scores.shape}, expected float64 ({n},) or (0,)")
+    if not (middle_ends.flags.c_contiguous and scores.flags.c_contiguous):
+        raise ValueError("middle_ends, scores: expected C-contiguous arrays")
+    if ids.count(SEPARATOR) != max(n - 1, 0):
+        raise ValueError("ids: expected one separator between two ids")
+    bound = len(ids) + len(middles) + n * (len(record_key) + len(id_key) + len(score_key) + 28)
+    out = np.empty(bound, dtype=np.uint8)
+    used = write_kernel(
+        out, _u8(record_key), _u8(id_key), _u8(ids), _u8(middles), middle_ends,
+        _u8(score_key), scores.astype("<f8", copy=False).view(np.uint8),
+    )  # fmt: skip
+    return out[:used].tobytes()
+
+
+def _u8(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8)
 
 
 def _middles(placements: Sequence[tuple[model.Placement, ...]], lent: bytes) -> list[bytes]:
@@ -398,7 +408,7 @@ def _placement(p: model.Placement) -> bytes:
 
 
 def _general(r: model.WorkloadResult) -> bytes:
-    """One result built field by field and serialized (as ``add_result`` builds it)."""
+    """One result built field by field and serialized (``convert.fill_result``)."""
     out = pb.WorkloadResult(workload_id=r.workload_id, decision=_CODES[r.decision._value_])
     fill_result(out, r)
     return out.SerializeToString()
