@@ -66,11 +66,6 @@ def is_gpu_share(gpu_milli: int) -> bool:
     return 0 < gpu_milli < MILLI_PER_GPU
 
 
-def valid_gpu_request(gpu_milli: int) -> bool:
-    """Below 1000 (a share of one device) or a whole number of devices."""
-    return gpu_milli >= 0 and (gpu_milli < MILLI_PER_GPU or gpu_milli % MILLI_PER_GPU == 0)
-
-
 _GIB = 1024**3
 
 

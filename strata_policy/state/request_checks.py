@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from strata_policy.errors import FieldViolation, InvalidArgument, SizeLimitExceeded
-from strata_policy.model.resources import GPU, MAX_AMOUNT, valid_gpu_request
+from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU
 from strata_policy.quota.groups import representatives
 
 if TYPE_CHECKING:  # kept light: the CLI reads ``Limits``' defaults for its flags
@@ -162,6 +162,11 @@ def amounts(values: Mapping[str, int], path: str, out: list[FieldViolation]) -> 
             out.append(
                 FieldViolation(f'{path}["{name}"]', f"{amount} is above the maximum {MAX_AMOUNT}")
             )
+
+
+def valid_gpu_request(gpu_milli: int) -> bool:
+    """Below 1000 (a share of one device) or a whole number of devices."""
+    return gpu_milli >= 0 and (gpu_milli < MILLI_PER_GPU or gpu_milli % MILLI_PER_GPU == 0)
 
 
 def resource_request(request: Mapping[str, int], path: str, out: list[FieldViolation]) -> None:
