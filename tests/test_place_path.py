@@ -35,7 +35,7 @@ from strata_policy.model import Scope, Snapshot
 from strata_policy.service.servicer import PolicyServicer, method_handlers
 from strata_policy.testing import node
 
-MAX_MODULES = 29
+MAX_MODULES = 28
 BATCH = 1000
 
 
