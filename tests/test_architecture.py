@@ -223,6 +223,36 @@ def test_imports_point_one_way(path: Path) -> None:
         pytest.param(
             "simulate", "from strata_policy.capacity import bound", False, id="simulate: capacity"
         ),
+        pytest.param(
+            "state",
+            "from strata_policy.placement.inputs import static_mask",
+            True,
+            id="state: placement's inputs",
+        ),
+        pytest.param(
+            "engine",
+            "from strata_policy.service import request_limits",
+            True,
+            id="engine: the service's size checks",
+        ),
+        pytest.param(
+            "service",
+            "from strata_policy.state.request_checks import check_batch",
+            False,
+            id="service: the request checks",
+        ),
+        pytest.param(
+            "kernels",
+            "from strata_policy.service.result_encoder import write_records",
+            True,
+            id="kernels: a codec's wrapper",
+        ),
+        pytest.param(
+            "placement",
+            "from strata_policy.engine.place import FAST_PATH_MIN",
+            True,
+            id="placement: the Place use case",
+        ),
         pytest.param("cli", "from strata_policy.simulate import cli", False, id="cli: simulate"),
         pytest.param("cli", "from strata_policy.ctl import commands", False, id="cli: ctl"),
     ],

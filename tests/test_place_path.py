@@ -1,23 +1,28 @@
 """How many of the package's modules one Place RPC runs through (issue 16: about 20 before the
-engine/placement/encoder redesign; the goal is at most half).
+engine/placement/encoder redesign; the goal was at most half).
 
 One 1,000-workload Place goes through the handler the server registers for Place
 (``servicer.method_handlers``: the request decoder, the servicer's ``Place``, the response
 encoder) on the batch lane, and every Python function that runs is attributed to its module
 (``sys.setprofile``; code inside numba kernels is not Python and is not seen, the kernels'
 wrappers are). The count is pinned from above so that a new hop on the hot path is a
-deliberate choice.
+deliberate choice; docs/architecture.md names each module in the path's order.
 
 Measured: 32 modules on main before the redesign (commit 92aae35); 32 after the engine split
 (``engine.batch`` went, ``engine.commit``/``engine.place`` came); 36 once the typed index
 (``placement.index``), the kernels' argument bundles (``kernels.arrays``, ``kernels.frag``'s
-mode check) and the lazily made held workloads (``state.running_table``) joined: each a module
-of its own by design, so the count went up, not down. To lower it: fold
-``placement.kernel_inputs``/``static_masks``/``shared_placements``/``slot_builders`` into the
-index's module family behind one entry point; let the encoders own ``kernels.proto_records``'
-Python side; make ``state.validate``/``state.limits``/``service.request_limits``/
-``engine.request_checks`` one request-check step. Run this file with ``-s`` to see
-the modules and lower the bound to what it prints.
+mode check) and the lazily made held workloads (``state.running_table``) joined. Then 28:
+every check of a request in one module (``state.request_checks``, was ``state.validate``,
+``state.limits``, ``service.request_limits``, ``engine.request_checks``: 36 -> 33); the
+kernels' inputs behind one entry point and their outputs in one module (``placement.inputs``,
+was ``kernel_inputs`` and ``static_masks``; ``placement.outputs``, was ``shared_placements``
+and ``slot_builders``: 31); the batch lane in the Place use case (``engine.place``, was also
+``engine.fast_place``: 30); the record kernels' wrappers in the codecs that call them (was
+``kernels.proto_records``: 29); the GPU request rule beside the checks that use it (was
+``model.resources``: 28). What is left are modules with a concern of their own: the quota
+steps (order, groups, bulk admission, the tree), the state's parts (store, cluster, nodes,
+allocation, workload table, task mix), the kernels' wrappers and the value types. Run this
+file with ``-s`` to see the modules and their calls.
 """
 
 from __future__ import annotations
