@@ -1,6 +1,6 @@
 """The placement kernels' inputs: a batch's workloads as kernel rows, and the static masks of
 which nodes each may use; the one entry point from a placement to the caches of the placement
-index (``placement.index``) that make them cheap. FGD's inputs are ``placement.fgd_inputs``';
+index (``placement.index``) that make them cheap. FGD's are in ``placement.fgd_inputs``;
 the kernels' answers are turned into values by ``placement.outputs``.
 
 * **Kernel rows** (``batch_shapes``, ``request_row``, ``request_and_weights``, ``weight_rows``,
