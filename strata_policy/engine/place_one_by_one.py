@@ -22,6 +22,9 @@ from strata_policy.state.cluster import ClusterState
 
 
 def place_admitted(state: ClusterState, w: Workload, options: PlacementOptions) -> WorkloadResult:
+    """Place a workload already admitted (named by id): PLACED with its placements (set on the
+    state), PLACED with ALREADY_PLACED when it holds nodes already, or UNPLACED with the reasons
+    (it stays ADMITTED)."""
     current = state.workloads[w.id]
     if current.placed:
         return WorkloadResult(
@@ -42,6 +45,8 @@ def place_admitted(state: ClusterState, w: Workload, options: PlacementOptions) 
 def admit_and_place_one(
     state: ClusterState, w: Workload, options: PlacementOptions, now_ms: int
 ) -> WorkloadResult:
+    """Decide ``w``'s quota and place it: the denial as decided, PLACED (held by the state
+    from ``now_ms``), or UNPLACED when it fits the quota but no nodes (then not admitted)."""
     decision = decide_admit(state.tree, state.workloads, w, state.capacity)
     if decision.decision is not Decision.ADMITTED:
         return decision
