@@ -194,6 +194,24 @@ def snapshot_from_proto(m: pb.Snapshot) -> model.Snapshot:
     return model.Snapshot(nodes, scopes, plain_running_from_proto(m))
 
 
+def snapshot_from_push(request: snapshot_decoder.DecodedPush) -> model.Snapshot:
+    """A PushSnapshot request's snapshot: ``snapshot_from_proto`` of the whole request's, its
+    running workloads read from their bytes when the decoder kept them as bytes."""
+    m = request.message.snapshot
+    if request.running is None:
+        return snapshot_from_proto(m)
+    nodes = tuple(node_from_proto(n) for n in m.nodes)
+    scopes = tuple(scope_from_proto(s) for s in m.scopes)
+    columns = snapshot_decoder.columns_from_bytes(
+        request.running, nodes, scopes, running_from_proto, request.counted
+    )
+    if columns is not None:
+        return model.Snapshot(nodes, scopes, columns)
+    # The kernel walked every record whole, so protobuf parses them (see decode_push).
+    whole = pb.Snapshot.FromString(request.running)
+    return model.Snapshot(nodes, scopes, plain_running_from_proto(whole))
+
+
 def plain_running_from_proto(m: pb.Snapshot) -> tuple[model.RunningWorkload, ...]:
     """A snapshot's running workloads, converted one by one (the plain path)."""
     return tuple(running_from_proto(w) for w in m.workloads)

@@ -30,6 +30,7 @@ from strata_policy.service.result_encoder import (
     encoded_data,
     response_bytes,
 )
+from strata_policy.service.snapshot_decoder import DecodedPush, decode_push
 from strata_policy.service.status import abort
 from strata_policy.state.store import request_digest
 
@@ -88,17 +89,23 @@ class PolicyServicer:
 
     @errors_to_status
     def PushSnapshot(
-        self, request: svc.PushSnapshotRequest, context: grpc.ServicerContext
+        self, request: DecodedPush, context: grpc.ServicerContext
     ) -> svc.PushSnapshotResponse:
-        limits.check_push(self.engine.limits, request)
-        caller, digest = idempotency(request, context)
-        snapshot = c.snapshot_from_proto(request.snapshot)
+        """The request read from its bytes (``snapshot_decoder.decode_push``: the running
+        workloads as columns, read from the bytes, unless protobuf had to parse them); its
+        counts checked against the limits before any array is sized by them."""
+        message = request.message
+        snap = message.snapshot
+        limits.check_ids(message.cluster_id, message.request_id)
+        self.engine.limits.check_sizes(len(snap.nodes), len(snap.scopes), request.workload_count)
+        caller, digest = idempotency(message, context, request.raw)
+        snapshot = c.snapshot_from_push(request)
         generation = self.engine.push_snapshot(
-            request.cluster_id,
+            message.cluster_id,
             snapshot,
-            dry_run=request.dry_run,
-            expected_generation=request.expected_generation,
-            request_id=request.request_id,
+            dry_run=message.dry_run,
+            expected_generation=message.expected_generation,
+            request_id=message.request_id,
             caller=caller,
             body_digest=digest,
         )
@@ -304,6 +311,11 @@ def method_handlers(servicer: PolicyServicer) -> dict[str, grpc.RpcMethodHandler
         # Past the batch limit the workloads are counted, not converted (see decode_place).
         request_deserializer=partial(decode_place, max_workloads=servicer.engine.limits.max_batch),
         response_serializer=encoded_data,
+    )
+    handlers["PushSnapshot"] = grpc.unary_unary_rpc_method_handler(
+        servicer.PushSnapshot,
+        request_deserializer=decode_push,  # running workloads kept as bytes, read as columns
+        response_serializer=svc.PushSnapshotResponse.SerializeToString,
     )
     handlers["Admit"] = grpc.unary_unary_rpc_method_handler(
         servicer.Admit,

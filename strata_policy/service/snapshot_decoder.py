@@ -1,6 +1,13 @@
 """A pushed ``Snapshot``'s running workloads as columns (``state.running_columns``), read from
 the message's wire bytes by ``kernels.snapshot_wire`` rather than one message object at a time.
 
+The PushSnapshot handler gets its request as bytes (``decode_push``, its gRPC deserializer):
+protobuf parses the request less its running workloads (nodes, scopes, ids, flags, unknown
+fields), and the running workloads are read from the request's own bytes, so that protobuf's
+million message objects are never built. Only bytes the kernel walks whole (every record
+well-formed, every string UTF-8: what protobuf would parse) are kept as bytes; any other
+request is parsed whole by protobuf, which refuses it with its own error where it is malformed.
+
 Converting a million ``RunningWorkload`` messages one by one (a ``Workload``, a
 ``RunningWorkload``, placements and dicts each) was four fifths of PushSnapshot. Here the
 snapshot is serialized once (protobuf, in C), its running workloads are walked by a kernel into
@@ -15,9 +22,12 @@ exactly as protobuf does gets ``None`` and the caller converts the plain way
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from itertools import repeat
 
 import numpy as np
+from google.protobuf.message import DecodeError
+from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.kernels import snapshot_wire as wire
@@ -25,6 +35,81 @@ from strata_policy.model import Node, RunningWorkload, Scope
 from strata_policy.state.running_columns import RunningColumns
 
 _SEPARATOR = 0
+_SNAPSHOT_KEY = b"\x12"  # PushSnapshotRequest.snapshot: field 2, length-delimited
+Counts = tuple[int, int, int, int, int]  # walk_running's first answer
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedPush:
+    """A PushSnapshot request as its handler gets it. ``message`` is the request, less its
+    running workloads when ``running`` holds them: then ``running`` is the bytes of a
+    ``Snapshot`` whose records the kernel walked whole (``counted``: its first answer) and
+    ``workload_count`` the number of them. ``running`` is ``None`` when ``message`` is the
+    whole request. ``raw`` is the request as sent, for the digest that checks a reused
+    ``request_id``. ``cluster_id``, ``request_id`` and ``dry_run`` are the message's, for the
+    call gate, which reads them from any request (logging, auth)."""
+
+    message: svc.PushSnapshotRequest
+    workload_count: int
+    running: bytes | None = field(default=None, repr=False)
+    counted: Counts | None = field(default=None, repr=False)
+    raw: bytes = field(default=b"", repr=False, compare=False)
+
+    @property
+    def cluster_id(self) -> str:
+        """The request's cluster."""
+        return self.message.cluster_id
+
+    @property
+    def request_id(self) -> str:
+        """The request's idempotency id."""
+        return self.message.request_id
+
+    @property
+    def dry_run(self) -> bool:
+        """Whether the request asks for a dry run."""
+        return self.message.dry_run
+
+
+def decode_push(raw: bytes) -> DecodedPush:
+    """A serialized ``PushSnapshotRequest``, split as ``DecodedPush`` says.
+
+    Raises protobuf's ``DecodeError`` exactly where ``PushSnapshotRequest.FromString`` would
+    (gRPC's call gate then answers as for any request it cannot deserialize). Nothing here is
+    sized by the request's counts: the kernel only walks and counts, and the handler checks the
+    counts against the limits before the columns are allocated."""
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    kept = np.empty_like(buf)  # pages are touched only as far as the copy writes
+    split = wire.split_push(buf, kept)
+    if split[0] == wire.OK:
+        _, tag_lo, snap_lo, snap_hi, used, count = split
+        running = raw[snap_lo:snap_hi] if count else b""
+        counted = wire.walk_running(
+            np.frombuffer(running, dtype=np.uint8), False, *wire.arrays(0, 0, 0, 0)
+        )
+        if counted[0] == wire.OK:
+            light = raw
+            if count:  # the snapshot field again, holding its nodes and scopes only
+                head = (raw[:tag_lo], _SNAPSHOT_KEY, _varint(used), kept[:used].tobytes())
+                light = b"".join((*head, raw[snap_hi:]))
+            try:
+                message = svc.PushSnapshotRequest.FromString(light)
+            except DecodeError:
+                pass  # protobuf decides on the whole request, below
+            else:
+                return DecodedPush(message, count, running, counted, raw)
+    message = svc.PushSnapshotRequest.FromString(raw)
+    return DecodedPush(message, len(message.snapshot.workloads), raw=raw)
+
+
+def _varint(value: int) -> bytes:
+    """``value`` (non-negative) as a varint."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def running_columns(
@@ -44,15 +129,18 @@ def columns_from_bytes(
     nodes: tuple[Node, ...],
     scopes: tuple[Scope, ...],
     convert: Callable[[pb.RunningWorkload], RunningWorkload],
+    counted: Counts | None = None,
 ) -> RunningColumns | None:
-    """``running_columns`` of a serialized ``Snapshot``.
+    """``running_columns`` of a serialized ``Snapshot`` (``counted``: the kernel's first
+    answer for these bytes, when the caller has it).
 
     The arrays made here are sized by what the request names (its resources, the devices of its
     widest placement), so what no node could hold goes to the plain path, which refuses it with
     the field that is wrong, before any array is sized by it: a resource no node has, or a
     placement naming more devices than the widest node has."""
     raw = np.frombuffer(buf, dtype=np.uint8)
-    counted = wire.walk_running(raw, False, *wire.arrays(0, 0, 0, 0))
+    if counted is None:
+        counted = wire.walk_running(raw, False, *wire.arrays(0, 0, 0, 0))
     if counted[0] != wire.OK:
         return None
     rows, entries, placements, devices = wire.arrays(*counted[1:])
