@@ -33,8 +33,10 @@ def rejoined(decoded: DecodedPush) -> svc.PushSnapshotRequest:
     its kept bytes put back."""
     whole = svc.PushSnapshotRequest()
     whole.CopyFrom(decoded.message)
-    if decoded.running:  # (no presence added to a request without a snapshot)
-        whole.snapshot.workloads.extend(pb.Snapshot.FromString(decoded.running).workloads)
+    if decoded.body:  # (no presence added to a request without a snapshot)
+        body = pb.Snapshot.FromString(decoded.body)
+        whole.snapshot.nodes.extend(body.nodes)
+        whole.snapshot.workloads.extend(body.workloads)
     return whole
 
 
@@ -50,13 +52,15 @@ def same_as_protobuf(raw: bytes) -> DecodedPush | None:
     got = decode_push(raw)
     assert rejoined(got) == want
     assert got.workload_count == len(want.snapshot.workloads)
+    assert got.node_count == len(want.snapshot.nodes)
     assert (got.cluster_id, got.request_id, got.dry_run) == (
         want.cluster_id,
         want.request_id,
         want.dry_run,
     )
-    if got.running is not None:
+    if got.body is not None:
         assert not got.message.snapshot.workloads
+        assert not got.message.snapshot.nodes
     return got
 
 
@@ -91,7 +95,7 @@ def test_decoded_request_is_protobufs(case: tuple[bytes, bool]) -> None:
     got = same_as_protobuf(raw)
     if kept:
         assert got is not None
-        assert got.running is not None
+        assert got.body is not None
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -125,7 +129,7 @@ def test_strings_not_utf8_are_refused_as_protobuf_refuses_them(record: Any, text
     raw = field(1, b"c") + field(2, field(3, record(text)))
     got = same_as_protobuf(raw)
     if got is not None:
-        assert got.running is not None  # read by the kernel whenever protobuf reads it
+        assert got.body is not None  # read by the kernel whenever protobuf reads it
 
 
 def pushed(raw: bytes, through_handler: bool) -> Any:

@@ -32,7 +32,7 @@ def columnar(snap: Snapshot) -> Snapshot:
     bytes split by ``decode_push``, the running workloads read from them."""
     message = svc.PushSnapshotRequest(cluster_id="c", snapshot=convert.snapshot_to_proto(snap))
     decoded = snapshot_decoder.decode_push(message.SerializeToString())
-    assert decoded.running is not None
+    assert decoded.body is not None
     return convert.snapshot_from_push(decoded)
 
 

@@ -2,8 +2,8 @@
 
 This is the one module that reads PushSnapshot's bytes without protobuf's message objects
 (``service.snapshot_decoder`` drives it). ``split_push`` finds a ``PushSnapshotRequest``'s
-snapshot and copies out its nodes and scopes (protobuf parses those, and the request's other
-fields, without the running workloads). ``walk_running`` reads a ``Snapshot``'s field 3
+snapshot and copies out its scopes (protobuf parses those, and the request's other fields).
+``walk_nodes`` reads its nodes' fields, and ``walk_running`` reads a ``Snapshot``'s field 3
 (``RunningWorkload``) records and writes, per record, the byte bounds of the record and of its
 workload's ``id``, ``scope_id`` and ``gpu_model``, its ``replicas`` and ``admitted_at_ms``, its
 ``request`` entries (name bounds and amount) and its placements (node id bounds and GPU
@@ -345,6 +345,152 @@ def walk_running(
     return OK, n_rows, n_entries, n_placements, n_devices
 
 
+# Columns of ``walk_nodes``'s ``rows`` (one row per node), ``caps`` and ``labels``.
+N_ID_LO, N_ID_HI, N_MODEL_LO, N_MODEL_HI, N_UNSCHEDULABLE = range(5)
+N_CAP_START, N_CAP_COUNT, N_LABEL_START, N_LABEL_COUNT = range(5, 9)
+NODE_FIELDS = 9
+VALUE_LO, VALUE_HI = 2, 3  # a label's value bounds (KEY_LO, KEY_HI as for entries)
+LABEL_FIELDS = 4
+
+
+@inline_kernel
+def _entry(buf: np.ndarray, lo: int, hi: int, string_value: bool) -> tuple[int, int, int, int, int]:
+    """A map entry in ``buf[lo:hi]``: (status, key bounds, then the value: a varint and 0, or
+    a string's bounds). A key or value given twice takes the last, as protobuf; a value left
+    out is 0 or empty; an entry without its key is declined (``NO_KEY``)."""
+    key_lo = key_hi = -1
+    a = b = 0
+    e = lo
+    while e < hi:
+        tag, e = _varint(buf, e, hi)
+        if e < 0:
+            return MALFORMED, 0, 0, 0, 0
+        if tag == 0x0A:
+            key_lo, key_hi = _span(buf, e, hi)
+            if key_lo < 0:
+                return MALFORMED, 0, 0, 0, 0
+            if not _utf8(buf, key_lo, key_hi):
+                return NOT_UTF8, 0, 0, 0, 0
+            e = key_hi
+        elif tag == 0x12 and string_value:
+            a, b = _span(buf, e, hi)
+            if a < 0:
+                return MALFORMED, 0, 0, 0, 0
+            if not _utf8(buf, a, b):
+                return NOT_UTF8, 0, 0, 0, 0
+            e = b
+        elif tag == 0x10 and not string_value:
+            a, e = _varint(buf, e, hi)
+            if e < 0:
+                return MALFORMED, 0, 0, 0, 0
+        else:
+            return UNKNOWN_FIELD, 0, 0, 0, 0
+    if key_lo < 0:
+        return NO_KEY, 0, 0, 0, 0
+    return OK, key_lo, key_hi, a, b
+
+
+@kernel
+def walk_nodes(
+    buf: np.ndarray, fill: bool, rows: np.ndarray, caps: np.ndarray, labels: np.ndarray
+) -> tuple[int, int, int, int]:
+    """(status, nodes, capacity entries, label entries) of the ``Snapshot`` in ``buf``: per
+    ``Node`` record (field 1) the bounds of its ``id`` and ``gpu_model``, ``unschedulable``,
+    and its ``capacity`` (name bounds, amount) and ``labels`` (name and value bounds) entries,
+    as ``walk_running`` reads running workloads (called twice: count, then ``fill``).
+
+    Declines what it cannot read exactly as protobuf: an unknown field or wire type, a map
+    entry without its key, a map naming a key twice (protobuf keeps the last), a string not
+    UTF-8, bytes cut short. Scalars and strings given twice take the last value."""
+    end = buf.shape[0]
+    pos = 0
+    n_rows = n_caps = n_labels = 0
+    while pos < end:
+        tag, pos = _varint(buf, pos, end)
+        if pos < 0:
+            return MALFORMED, 0, 0, 0
+        if tag & 7 != 2 or tag >> 3 < 1 or tag >> 3 > 3:
+            return UNKNOWN_FIELD, 0, 0, 0
+        lo, hi = _span(buf, pos, end)
+        if lo < 0:
+            return MALFORMED, 0, 0, 0
+        pos = hi
+        if tag >> 3 != 1:  # scopes and running workloads: read elsewhere
+            continue
+        id_lo = id_hi = model_lo = model_hi = lo
+        unschedulable = 0
+        cap_start, label_start = n_caps, n_labels
+        at = lo
+        while at < hi:
+            tag, at = _varint(buf, at, hi)
+            if at < 0:
+                return MALFORMED, 0, 0, 0
+            if tag == 0x20:  # unschedulable
+                value, at = _varint(buf, at, hi)
+                if at < 0:
+                    return MALFORMED, 0, 0, 0
+                unschedulable = 1 if value != 0 else 0
+                continue
+            if tag & 7 != 2 or tag >> 3 < 1 or tag >> 3 == 4 or tag >> 3 > 5:
+                return UNKNOWN_FIELD, 0, 0, 0
+            s_lo, s_hi = _span(buf, at, hi)
+            if s_lo < 0:
+                return MALFORMED, 0, 0, 0
+            at = s_hi
+            field = tag >> 3
+            if field == 1 or field == 5:  # noqa: PLR1714  # numba: no set literals
+                if not _utf8(buf, s_lo, s_hi):
+                    return NOT_UTF8, 0, 0, 0
+                if field == 1:
+                    id_lo, id_hi = s_lo, s_hi
+                else:
+                    model_lo, model_hi = s_lo, s_hi
+                continue
+            status, key_lo, key_hi, a, b = _entry(buf, s_lo, s_hi, field == 3)
+            if status != OK:
+                return status, 0, 0, 0
+            if field == 2:
+                if fill:
+                    for k in range(cap_start, n_caps):
+                        if _same(buf, key_lo, key_hi, caps[k, KEY_LO], caps[k, KEY_HI]):
+                            return REPEATED_KEY, 0, 0, 0
+                    caps[n_caps, KEY_LO] = key_lo
+                    caps[n_caps, KEY_HI] = key_hi
+                    caps[n_caps, VALUE] = a
+                n_caps += 1
+            else:
+                if fill:
+                    for k in range(label_start, n_labels):
+                        if _same(buf, key_lo, key_hi, labels[k, KEY_LO], labels[k, KEY_HI]):
+                            return REPEATED_KEY, 0, 0, 0
+                    labels[n_labels, KEY_LO] = key_lo
+                    labels[n_labels, KEY_HI] = key_hi
+                    labels[n_labels, VALUE_LO] = a
+                    labels[n_labels, VALUE_HI] = b
+                n_labels += 1
+        if fill:
+            rows[n_rows, N_ID_LO] = id_lo
+            rows[n_rows, N_ID_HI] = id_hi
+            rows[n_rows, N_MODEL_LO] = model_lo
+            rows[n_rows, N_MODEL_HI] = model_hi
+            rows[n_rows, N_UNSCHEDULABLE] = unschedulable
+            rows[n_rows, N_CAP_START] = cap_start
+            rows[n_rows, N_CAP_COUNT] = n_caps - cap_start
+            rows[n_rows, N_LABEL_START] = label_start
+            rows[n_rows, N_LABEL_COUNT] = n_labels - label_start
+        n_rows += 1
+    return OK, n_rows, n_caps, n_labels
+
+
+def node_arrays(nodes: int, caps: int, labels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Output arrays for ``walk_nodes`` of the counts a first call answered."""
+    return (
+        np.empty((nodes, NODE_FIELDS), dtype=np.int64),
+        np.empty((caps, ENTRY_FIELDS), dtype=np.int64),
+        np.empty((labels, LABEL_FIELDS), dtype=np.int64),
+    )
+
+
 @inline_kernel
 def _skip(buf: np.ndarray, pos: int, end: int, wire: int) -> int:
     """The position after a value of wire type ``wire`` starting at ``pos``; -1 when malformed
@@ -360,11 +506,12 @@ def _skip(buf: np.ndarray, pos: int, end: int, wire: int) -> int:
 
 
 @kernel
-def split_push(buf: np.ndarray, out: np.ndarray) -> tuple[int, int, int, int, int, int]:
-    """A ``PushSnapshotRequest`` in ``buf`` split for ``walk_running``: (status, where the
+def split_push(buf: np.ndarray, out: np.ndarray) -> tuple[int, int, int, int, int, int, int]:
+    """A ``PushSnapshotRequest`` in ``buf`` split for the walks: (status, where the
     ``snapshot`` field's key starts (-1: no snapshot), its bytes' start and end, the bytes
-    written to ``out``, the running workloads counted). ``out`` (as long as ``buf``) receives
-    the snapshot's node and scope records, in order: the snapshot less its running workloads.
+    written to ``out``, the nodes and the running workloads counted). ``out`` (as long as
+    ``buf``) receives the snapshot's scope records, in order: the snapshot less its nodes and
+    running workloads, which ``walk_nodes`` and ``walk_running`` read.
 
     Declines (status not OK) what protobuf would not read as one snapshot field of nodes,
     scopes and running workloads: a snapshot given twice (protobuf merges them), a snapshot
@@ -377,41 +524,44 @@ def split_push(buf: np.ndarray, out: np.ndarray) -> tuple[int, int, int, int, in
         start = pos
         tag, pos = _varint(buf, pos, end)
         if pos < 0 or tag >> 3 == 0:
-            return MALFORMED, 0, 0, 0, 0, 0
+            return MALFORMED, 0, 0, 0, 0, 0, 0
         if tag >> 3 == 2:  # the snapshot
             if tag & 7 != 2:
-                return UNKNOWN_FIELD, 0, 0, 0, 0, 0
+                return UNKNOWN_FIELD, 0, 0, 0, 0, 0, 0
             if tag_lo >= 0:
-                return MERGED, 0, 0, 0, 0, 0
+                return MERGED, 0, 0, 0, 0, 0, 0
             snap_lo, snap_hi = _span(buf, pos, end)
             if snap_lo < 0:
-                return MALFORMED, 0, 0, 0, 0, 0
+                return MALFORMED, 0, 0, 0, 0, 0, 0
             tag_lo, pos = start, snap_hi
         else:
             pos = _skip(buf, pos, end, tag & 7)
             if pos < 0:
-                return MALFORMED, 0, 0, 0, 0, 0
+                return MALFORMED, 0, 0, 0, 0, 0, 0
     used = 0
-    count = 0
+    nodes = 0
+    running = 0
     pos = snap_lo
     while pos < snap_hi:
         start = pos
         tag, pos = _varint(buf, pos, snap_hi)
         if pos < 0:
-            return MALFORMED, 0, 0, 0, 0, 0
+            return MALFORMED, 0, 0, 0, 0, 0, 0
         if tag & 7 != 2 or tag >> 3 < 1 or tag >> 3 > 3:
-            return UNKNOWN_FIELD, 0, 0, 0, 0, 0
+            return UNKNOWN_FIELD, 0, 0, 0, 0, 0, 0
         lo, hi = _span(buf, pos, snap_hi)
         if lo < 0:
-            return MALFORMED, 0, 0, 0, 0, 0
+            return MALFORMED, 0, 0, 0, 0, 0, 0
         pos = hi
-        if tag >> 3 == 3:
-            count += 1
+        if tag >> 3 == 1:
+            nodes += 1
+        elif tag >> 3 == 3:
+            running += 1
         else:
             for k in range(start, hi):
                 out[used] = buf[k]
                 used += 1
-    return OK, tag_lo, snap_lo, snap_hi, used, count
+    return OK, tag_lo, snap_lo, snap_hi, used, nodes, running
 
 
 @kernel
@@ -484,6 +634,9 @@ def warmup() -> None:
     record = np.frombuffer(bytes([0x1A, 7, 0x0A, 3, 0x0A, 1, 0x77, 0x12, 0]), dtype=np.uint8)
     counted = walk_running(record, False, *arrays(0, 0, 0, 0))
     walk_running(record, True, *arrays(*counted[1:]))
+    node = np.frombuffer(bytes([0x0A, 7, 0x0A, 1, 0x6E, 0x12, 2, 0x0A, 0]), dtype=np.uint8)
+    counts = walk_nodes(node, False, *node_arrays(0, 0, 0))
+    walk_nodes(node, True, *node_arrays(*counts[1:]))
     request = np.frombuffer(bytes([0x12, len(record)]) + record.tobytes(), dtype=np.uint8)
     split_push(request, np.empty_like(request))
     bounds = np.array([6], dtype=np.int64)

@@ -97,7 +97,7 @@ class PolicyServicer:
         message = request.message
         snap = message.snapshot
         limits.check_ids(message.cluster_id, message.request_id)
-        self.engine.limits.check_sizes(len(snap.nodes), len(snap.scopes), request.workload_count)
+        self.engine.limits.check_sizes(request.node_count, len(snap.scopes), request.workload_count)
         caller, digest = idempotency(message, context, request.raw)
         snapshot = c.snapshot_from_push(request)
         generation = self.engine.push_snapshot(

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
+from typing import Any
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -31,28 +32,32 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.kernels import snapshot_wire as wire
-from strata_policy.model import Node, RunningWorkload, Scope
+from strata_policy.model import Node, RunningWorkload, Scope, new_node
 from strata_policy.state.running_columns import RunningColumns
 
 _SEPARATOR = 0
 _SNAPSHOT_KEY = b"\x12"  # PushSnapshotRequest.snapshot: field 2, length-delimited
 Counts = tuple[int, int, int, int, int]  # walk_running's first answer
+NodeCounts = tuple[int, int, int, int]  # walk_nodes's
 
 
 @dataclass(frozen=True, slots=True)
 class DecodedPush:
     """A PushSnapshot request as its handler gets it. ``message`` is the request, less its
-    running workloads when ``running`` holds them: then ``running`` is the bytes of a
-    ``Snapshot`` whose records the kernel walked whole (``counted``: its first answer) and
-    ``workload_count`` the number of them. ``running`` is ``None`` when ``message`` is the
-    whole request. ``raw`` is the request as sent, for the digest that checks a reused
+    nodes and running workloads when ``body`` holds them: then ``body`` is the bytes of the
+    ``Snapshot`` whose node and running workload records the kernels walked whole
+    (``nodes_counted``, ``running_counted``: their first answers). ``body`` is ``None`` when
+    ``message`` is the whole request. ``node_count`` and ``workload_count`` are the request's
+    either way. ``raw`` is the request as sent, for the digest that checks a reused
     ``request_id``. ``cluster_id``, ``request_id`` and ``dry_run`` are the message's, for the
     call gate, which reads them from any request (logging, auth)."""
 
     message: svc.PushSnapshotRequest
+    node_count: int
     workload_count: int
-    running: bytes | None = field(default=None, repr=False)
-    counted: Counts | None = field(default=None, repr=False)
+    body: bytes | None = field(default=None, repr=False)
+    nodes_counted: NodeCounts | None = field(default=None, repr=False)
+    running_counted: Counts | None = field(default=None, repr=False)
     raw: bytes = field(default=b"", repr=False, compare=False)
 
     @property
@@ -76,20 +81,20 @@ def decode_push(raw: bytes) -> DecodedPush:
 
     Raises protobuf's ``DecodeError`` exactly where ``PushSnapshotRequest.FromString`` would
     (gRPC's call gate then answers as for any request it cannot deserialize). Nothing here is
-    sized by the request's counts: the kernel only walks and counts, and the handler checks the
+    sized by the request's counts: the kernels only walk and count, and the handler checks the
     counts against the limits before the columns are allocated."""
     buf = np.frombuffer(raw, dtype=np.uint8)
     kept = np.empty_like(buf)  # pages are touched only as far as the copy writes
     split = wire.split_push(buf, kept)
     if split[0] == wire.OK:
-        _, tag_lo, snap_lo, snap_hi, used, count = split
-        running = raw[snap_lo:snap_hi] if count else b""
-        counted = wire.walk_running(
-            np.frombuffer(running, dtype=np.uint8), False, *wire.arrays(0, 0, 0, 0)
-        )
-        if counted[0] == wire.OK:
+        _, tag_lo, snap_lo, snap_hi, used, nodes, running = split
+        body = raw[snap_lo:snap_hi] if nodes or running else b""
+        walked = np.frombuffer(body, dtype=np.uint8)
+        nodes_counted = wire.walk_nodes(walked, False, *wire.node_arrays(0, 0, 0))
+        running_counted = wire.walk_running(walked, False, *wire.arrays(0, 0, 0, 0))
+        if nodes_counted[0] == wire.OK and running_counted[0] == wire.OK:
             light = raw
-            if count:  # the snapshot field again, holding its nodes and scopes only
+            if body:  # the snapshot field again, holding its scopes only
                 head = (raw[:tag_lo], _SNAPSHOT_KEY, _varint(used), kept[:used].tobytes())
                 light = b"".join((*head, raw[snap_hi:]))
             try:
@@ -97,9 +102,12 @@ def decode_push(raw: bytes) -> DecodedPush:
             except DecodeError:
                 pass  # protobuf decides on the whole request, below
             else:
-                return DecodedPush(message, count, running, counted, raw)
+                return DecodedPush(
+                    message, nodes, running, body, nodes_counted, running_counted, raw
+                )
     message = svc.PushSnapshotRequest.FromString(raw)
-    return DecodedPush(message, len(message.snapshot.workloads), raw=raw)
+    snap = message.snapshot
+    return DecodedPush(message, len(snap.nodes), len(snap.workloads), raw=raw)
 
 
 def _varint(value: int) -> bytes:
@@ -189,6 +197,105 @@ def columns_from_bytes(
         devices=_padded(placements, devices),
         make=make,
     )
+
+
+def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> tuple[Node, ...] | None:
+    """The nodes of a serialized ``Snapshot``, equal to ``convert.node_from_proto`` of each of
+    its parsed nodes; ``None`` when the kernel declines them (``kernels.snapshot_wire``).
+
+    Made in bulk from the kernel's columns: the strings decoded in a few steps, one capacity
+    dict per distinct capacity and one labels dict per distinct set of labels (shared, as
+    ``convert.shared_request`` shares them: the model's dicts are never mutated), then one
+    ``Node`` per record through its slots."""
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    if counted is None:
+        counted = wire.walk_nodes(raw, False, *wire.node_arrays(0, 0, 0))
+    if counted[0] != wire.OK:
+        return None
+    rows, caps, labels = wire.node_arrays(*counted[1:])
+    if wire.walk_nodes(raw, True, rows, caps, labels)[0] != wire.OK:
+        return None
+    n = rows.shape[0]
+    ids = _strings(raw, buf, rows[:, wire.N_ID_LO], rows[:, wire.N_ID_HI])
+    model_code, models = _distinct(raw, buf, rows[:, wire.N_MODEL_LO], rows[:, wire.N_MODEL_HI])
+    cap_key, cap_names = _distinct(raw, buf, caps[:, wire.KEY_LO], caps[:, wire.KEY_HI])
+    amounts, amount_code = np.unique(caps[:, wire.VALUE], return_inverse=True)
+    capacity = _maps(
+        np.repeat(np.arange(n), rows[:, wire.N_CAP_COUNT]),
+        n,
+        cap_key,
+        cap_names,
+        amount_code.reshape(-1),
+        amounts.tolist(),
+        sort=True,
+    )
+    label_key, label_names = _distinct(raw, buf, labels[:, wire.KEY_LO], labels[:, wire.KEY_HI])
+    value_code, values = _distinct(raw, buf, labels[:, wire.VALUE_LO], labels[:, wire.VALUE_HI])
+    node_labels = _maps(
+        np.repeat(np.arange(n), rows[:, wire.N_LABEL_COUNT]),
+        n,
+        label_key,
+        label_names,
+        value_code,
+        values,
+        sort=False,
+    )
+    return tuple(
+        map(
+            new_node,
+            ids,
+            capacity,
+            node_labels,
+            (rows[:, wire.N_UNSCHEDULABLE] != 0).tolist(),
+            [models[c] for c in model_code.tolist()],
+        )
+    )
+
+
+_MAX_DENSE_KEYS = 64  # above, maps are built entry by entry instead of by distinct rows
+
+
+def _maps(
+    row: np.ndarray,
+    n: int,
+    key: np.ndarray,
+    names: list[str],
+    value: np.ndarray,
+    values: list[Any],
+    *,
+    sort: bool,
+) -> list[dict[str, Any]]:
+    """Per node, the map of its entries (entry ``i`` in node ``row[i]``, named ``names[key[i]]``,
+    worth ``values[value[i]]``; no key twice in a node), the nodes with the same entries
+    sharing one dict; keys in name order with ``sort``, else in first-coming order."""
+    if not names:
+        return [{}] * n  # one empty dict, shared
+    order = sorted(range(len(names)), key=names.__getitem__) if sort else range(len(names))
+    if len(names) <= _MAX_DENSE_KEYS:
+        dense = np.full((n, len(names)), -1, dtype=np.int64)
+        dense[row, key] = value
+        distinct, which = np.unique(dense, axis=0, return_inverse=True)
+        made = [
+            {names[k]: values[codes[k]] for k in order if codes[k] >= 0}
+            for codes in distinct.tolist()
+        ]
+        return [made[i] for i in which.reshape(-1).tolist()]
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(names))
+    by = np.lexsort((rank[key], row))  # per node, in key order
+    pairs = [
+        (names[k], values[v]) for k, v in zip(key[by].tolist(), value[by].tolist(), strict=True)
+    ]
+    starts = np.searchsorted(row[by], np.arange(n + 1)).tolist()
+    shared: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+    out = []
+    for i in range(n):
+        items = tuple(pairs[starts[i] : starts[i + 1]])
+        found = shared.get(items)
+        if found is None:
+            found = shared[items] = dict(items)
+        out.append(found)
+    return out
 
 
 def _strings(raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray) -> list[str]:
