@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
@@ -15,6 +16,7 @@ from wire_strategies import int64s, message_of, texts
 from strata_policy.model import Node
 from strata_policy.service import convert
 from strata_policy.service.snapshot_decoder import nodes_from_bytes
+from strata_policy.state.nodes import NodeColumns, NodeMatrix
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
 
@@ -88,7 +90,23 @@ def check(buf: bytes, plain: bool) -> tuple[Node, ...] | None:
     for made in got:
         assert all(type(v) is int for v in made.capacity.values())
         assert type(made.unschedulable) is bool
+    same_matrix(got)
     return got
+
+
+def same_matrix(nodes: tuple[Node, ...]) -> None:
+    """The matrix built from the nodes' own columns is the one built by reading the nodes."""
+    assert isinstance(nodes, NodeColumns)
+    plain = tuple(nodes)
+    assert nodes.listed == {r for nd in plain for r in nd.capacity}
+    assert nodes.widest == max((nd.gpu_devices for nd in plain), default=0)
+    if not all(0 <= nd.capacity.get("gpu", 0) <= 64_000 for nd in plain):
+        return  # a matrix is built of validated nodes only (its device columns are sized so)
+    got, want = NodeMatrix.from_nodes(nodes), NodeMatrix.from_nodes(plain)
+    assert (got.index, got.resources, got.models) == (want.index, want.resources, want.models)
+    for name in ("capacity", "free", "gpu_free", "schedulable", "model_code", "inv_capacity"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+        assert getattr(got, name).dtype == getattr(want, name).dtype, name
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

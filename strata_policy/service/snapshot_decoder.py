@@ -33,6 +33,7 @@ from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.kernels import snapshot_wire as wire
 from strata_policy.model import Node, RunningWorkload, Scope, new_node
+from strata_policy.state.nodes import NodeColumns, columns_of
 from strata_policy.state.running_columns import RunningColumns
 
 _SEPARATOR = 0
@@ -164,8 +165,13 @@ def columns_from_bytes(
         )
     except UnicodeDecodeError:
         return None
-    known = {name for x in nodes for name in x.capacity}
-    widest = max((x.gpu_devices for x in nodes), default=0)
+    if type(nodes) is NodeColumns:  # what the nodes' columns already know
+        known: frozenset[str] | set[str] = nodes.listed
+        widest, node_at = nodes.widest, nodes.node_index
+    else:
+        known = {name for x in nodes for name in x.capacity}
+        widest = max((x.gpu_devices for x in nodes), default=0)
+        node_at = {x.id: i for i, x in enumerate(nodes)}
     if not known.issuperset(keys) or int(placements[:, wire.DEV_COUNT].max(initial=0)) > widest:
         return None
     n = len(ids)
@@ -193,7 +199,7 @@ def columns_from_bytes(
         gpu_model=model_code,
         placement_start=rows[:, wire.PL_START].copy(),
         placement_count=rows[:, wire.PL_COUNT].copy(),
-        placement_node=_index(node_ids, {x.id: i for i, x in enumerate(nodes)})[node_code],
+        placement_node=_index(node_ids, node_at)[node_code],
         devices=_padded(placements, devices),
         make=make,
     )
@@ -220,8 +226,9 @@ def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> tuple[Node, ...]
     model_code, models = _distinct(raw, buf, rows[:, wire.N_MODEL_LO], rows[:, wire.N_MODEL_HI])
     cap_key, cap_names = _distinct(raw, buf, caps[:, wire.KEY_LO], caps[:, wire.KEY_HI])
     amounts, amount_code = np.unique(caps[:, wire.VALUE], return_inverse=True)
+    cap_row = np.repeat(np.arange(n), rows[:, wire.N_CAP_COUNT])
     capacity = _maps(
-        np.repeat(np.arange(n), rows[:, wire.N_CAP_COUNT]),
+        cap_row,
         n,
         cap_key,
         cap_names,
@@ -240,15 +247,27 @@ def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> tuple[Node, ...]
         values,
         sort=False,
     )
-    return tuple(
+    unschedulable = rows[:, wire.N_UNSCHEDULABLE] != 0
+    nodes = tuple(
         map(
             new_node,
             ids,
             capacity,
             node_labels,
-            (rows[:, wire.N_UNSCHEDULABLE] != 0).tolist(),
+            unschedulable.tolist(),
             [models[c] for c in model_code.tolist()],
         )
+    )
+    names = columns_of(set(cap_names))
+    column = np.array([names.index(r) for r in cap_names], dtype=np.int64)
+    matrix = np.zeros((n, len(names)), dtype=np.int64)
+    matrix[np.repeat(np.arange(n), rows[:, wire.N_CAP_COUNT]), column[cap_key]] = caps[
+        :, wire.VALUE
+    ]
+    ordered = tuple(sorted({*models, ""}))
+    recode = np.array([ordered.index(m) for m in models], dtype=np.int64)
+    return NodeColumns.of(
+        nodes, frozenset(cap_names), matrix, ~unschedulable, ordered, recode[model_code]
     )
 
 
@@ -274,12 +293,12 @@ def _maps(
     if len(names) <= _MAX_DENSE_KEYS:
         dense = np.full((n, len(names)), -1, dtype=np.int64)
         dense[row, key] = value
-        distinct, which = np.unique(dense, axis=0, return_inverse=True)
+        which, firsts = _distinct_rows(dense)
         made = [
             {names[k]: values[codes[k]] for k in order if codes[k] >= 0}
-            for codes in distinct.tolist()
+            for codes in dense[firsts].tolist()
         ]
-        return [made[i] for i in which.reshape(-1).tolist()]
+        return [made[i] for i in which.tolist()]
     rank = np.empty(len(names), dtype=np.int64)
     rank[np.asarray(order, dtype=np.int64)] = np.arange(len(names))
     by = np.lexsort((rank[key], row))  # per node, in key order
@@ -296,6 +315,20 @@ def _maps(
             found = shared[items] = dict(items)
         out.append(found)
     return out
+
+
+def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's number among the distinct rows of ``rows`` (int64, C order), in the order
+    each first comes, and the first index of each: ``kernels.snapshot_wire.distinct`` over the
+    rows' bytes (a sort of whole rows, ``np.unique(axis=0)``, costs ten times as much)."""
+    n, width = rows.shape
+    raw = np.ascontiguousarray(rows).reshape(-1).view(np.uint8)
+    lo = np.arange(n, dtype=np.int64) * (width * 8)
+    codes = np.empty(n, dtype=np.int64)
+    table = np.full(1 << (2 * max(n, 1)).bit_length(), -1, dtype=np.int64)
+    wire.distinct(raw, lo, lo + width * 8, codes, table, wire.SEED)
+    firsts = table[table >= 0]
+    return codes, firsts[np.argsort(codes[firsts])]
 
 
 def _strings(raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray) -> list[str]:
