@@ -30,7 +30,7 @@ from strata_policy.service.result_encoder import (
     encoded_data,
     response_bytes,
 )
-from strata_policy.service.snapshot_decoder import DecodedPush, decode_push
+from strata_policy.service.snapshot_decoder import DecodedPush, collector_paused, decode_push
 from strata_policy.service.status import abort
 from strata_policy.state.store import request_digest
 
@@ -99,16 +99,17 @@ class PolicyServicer:
         limits.check_ids(message.cluster_id, message.request_id)
         self.engine.limits.check_sizes(request.node_count, len(snap.scopes), request.workload_count)
         caller, digest = idempotency(message, context, request.raw)
-        snapshot = c.snapshot_from_push(request)
-        generation = self.engine.push_snapshot(
-            message.cluster_id,
-            snapshot,
-            dry_run=message.dry_run,
-            expected_generation=message.expected_generation,
-            request_id=message.request_id,
-            caller=caller,
-            body_digest=digest,
-        )
+        with collector_paused():  # a push makes its objects by the hundred thousand
+            snapshot = c.snapshot_from_push(request)
+            generation = self.engine.push_snapshot(
+                message.cluster_id,
+                snapshot,
+                dry_run=message.dry_run,
+                expected_generation=message.expected_generation,
+                request_id=message.request_id,
+                caller=caller,
+                body_digest=digest,
+            )
         return svc.PushSnapshotResponse(
             generation=generation,
             node_count=len(snapshot.nodes),

@@ -107,15 +107,17 @@ class NodeColumns(tuple[Node, ...]):
     def of(
         cls,
         nodes: Sequence[Node],
+        ids: Sequence[str],
         listed: frozenset[str],
         capacity: np.ndarray,
         schedulable: np.ndarray,
         models: tuple[str, ...],
         model_code: np.ndarray,
     ) -> NodeColumns:
-        """``nodes`` with their data in arrays (the caller vouches they are the nodes')."""
+        """``nodes`` with their ids and data in arrays (the caller vouches they are the
+        nodes')."""
         self = cls(nodes)
-        self.node_index = {nd_id: n for n, nd_id in enumerate(nd.id for nd in nodes)}
+        self.node_index = dict(zip(ids, range(len(ids)), strict=True))  # the last of an id
         self.listed = listed
         self.capacity = capacity
         self.schedulable = schedulable
