@@ -343,6 +343,7 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rows' bytes (a sort of whole rows, ``np.unique(axis=0)``, costs ten times as much)."""
     n, width = rows.shape
     raw = np.ascontiguousarray(rows).reshape(-1).view(np.uint8)
+    raw.flags.writeable = False  # the type the kernel is warmed for (bytes read by frombuffer)
     lo = np.arange(n, dtype=np.int64) * (width * 8)
     codes = np.empty(n, dtype=np.int64)
     table = np.full(1 << (2 * max(n, 1)).bit_length(), -1, dtype=np.int64)
