@@ -91,9 +91,9 @@ class PolicyServicer:
     def PushSnapshot(
         self, request: DecodedPush, context: grpc.ServicerContext
     ) -> svc.PushSnapshotResponse:
-        """The request read from its bytes (``snapshot_decoder.decode_push``: the running
-        workloads as columns, read from the bytes, unless protobuf had to parse them); its
-        counts checked against the limits before any array is sized by them."""
+        """The request read from its bytes (``snapshot_decoder.decode_push``: the nodes and
+        running workloads read from the bytes as columns, unless protobuf had to parse
+        them); its counts checked against the limits before any array is sized by them."""
         message = request.message
         snap = message.snapshot
         limits.check_ids(message.cluster_id, message.request_id)
