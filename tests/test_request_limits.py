@@ -17,6 +17,7 @@ from strata_policy.engine import Engine
 from strata_policy.service import convert
 from strata_policy.service.place_request_decoder import decode_place
 from strata_policy.service.servicer import PolicyServicer
+from strata_policy.service.snapshot_decoder import decode_push
 from strata_policy.state.request_checks import Limits
 from strata_policy.testing import node, scope, snapshot
 
@@ -111,8 +112,11 @@ def test_refused_before_conversion(
     before = engine.snapshot("c")
     if method == "Place":  # its handler takes the request as its deserializer reads it
         request_ = decode_place(request_.SerializeToString())
+    if method == "PushSnapshot":  # the same
+        request_ = decode_push(request_.SerializeToString())
     for name in (
         "snapshot_from_proto",
+        "snapshot_from_push",
         "delta_from_proto",
         "workloads_from_proto",
         "workload_from_proto",

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strata.policy.v1 import policy_service_pb2 as svc
 
 from strata_policy.engine import Engine
 from strata_policy.errors import InvalidArgument
@@ -27,7 +28,16 @@ GPU_JOB = workload("g", "team", cpu=2, gpu_milli=2000, replicas=2, gpu_model="A1
 
 
 def columnar(snap: Snapshot) -> Snapshot:
-    """``snap`` through the wire and the columns."""
+    """``snap`` through the wire and the columns, as the server reads a push: the request's
+    bytes split by ``decode_push``, the running workloads read from them."""
+    message = svc.PushSnapshotRequest(cluster_id="c", snapshot=convert.snapshot_to_proto(snap))
+    decoded = snapshot_decoder.decode_push(message.SerializeToString())
+    assert decoded.body is not None
+    return convert.snapshot_from_push(decoded)
+
+
+def from_message(snap: Snapshot) -> Snapshot:
+    """``snap`` through a parsed message and the columns (``convert.snapshot_from_proto``)."""
     return convert.snapshot_from_proto(convert.snapshot_to_proto(snap))
 
 
@@ -67,8 +77,10 @@ def outcome(snap: Snapshot) -> dict[str, Any]:
 
 
 def same(snap: Snapshot) -> None:
-    """The columnar path's outcome is the plain path's."""
-    assert outcome(columnar(snap)) == outcome(plain(snap))
+    """The columnar paths' outcome (from bytes, from a message) is the plain path's."""
+    want = outcome(plain(snap))
+    assert outcome(columnar(snap)) == want
+    assert outcome(from_message(snap)) == want
 
 
 CASES = [

@@ -199,3 +199,40 @@ def test_distinct_numbers_strings_by_first_coming_whatever_the_seed(
         table = np.full(1 << (2 * max(len(strings), 1)).bit_length(), -1, dtype=np.int64)
         assert wire.distinct(buf, lo, hi, codes, table, seed) == len(first)
         assert codes.tolist() == want
+
+
+int32_values = st.sampled_from([0, 1, 3, -1, 2**31 - 1, -(2**31)])
+
+
+@st.composite
+def plain_running(draw: st.DrawFn) -> pb.RunningWorkload:
+    """A running workload the columns read (no selector, no spread): every other field drawn,
+    ``preemptible`` absent, false or true."""
+    w = pb.Workload(
+        id=draw(st.sampled_from(["a", "b", "é"])),
+        scope_id=draw(st.sampled_from(["org", "team", "nope", ""])),
+        request=draw(st.dictionaries(st.sampled_from(["cpu", "gpu"]), int64, max_size=2)),
+        replicas=draw(int32_values),
+        priority=draw(int32_values),
+        gpu_model=draw(st.sampled_from(["", "A100"])),
+        queued_at_ms=draw(int64),
+    )
+    preemptible = draw(st.sampled_from([None, False, True]))
+    if preemptible is not None:
+        w.preemptible = preemptible
+    placements = [
+        pb.Placement(node_id=node_id, gpu_devices=draw(st.sampled_from([[], [0], [1, 0]])))
+        for node_id in draw(st.lists(st.sampled_from(["n1", "n2", "n9"]), max_size=2))
+    ]
+    return pb.RunningWorkload(workload=w, placements=placements, admitted_at_ms=draw(int64))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(plain_running(), max_size=4))
+def test_workloads_made_from_columns_equal_protobufs(running: list[pb.RunningWorkload]) -> None:
+    """Workloads made from the columns' records equal the plain conversion of protobuf's
+    parse, field for field (every field but the selector and spread drawn)."""
+    m = pb.Snapshot(workloads=running)
+    cols = columns_from_bytes(m.SerializeToString(), NODES, SCOPES, convert.running_from_proto)
+    assert cols is not None
+    assert list(cols) == [convert.running_from_proto(rw) for rw in m.workloads]

@@ -1,22 +1,25 @@
 """The running workloads of a serialized ``Snapshot``, read from its wire bytes as columns.
 
 This is the one module that reads PushSnapshot's bytes without protobuf's message objects
-(``service.snapshot_decoder`` drives it). ``walk_running`` reads a ``Snapshot``'s field 3
+(``service.snapshot_decoder`` drives it). ``split_push`` finds a ``PushSnapshotRequest``'s
+snapshot and copies out its scopes (protobuf parses those, and the request's other fields).
+``walk_nodes`` reads its nodes' fields, and ``walk_running`` reads a ``Snapshot``'s field 3
 (``RunningWorkload``) records and writes, per record, the byte bounds of the record and of its
 workload's ``id``, ``scope_id`` and ``gpu_model``, its ``replicas`` and ``admitted_at_ms``, its
 ``request`` entries (name bounds and amount) and its placements (node id bounds and GPU
 devices). Fields the columns do not need (priority, preemptible, selector, spread, queue time)
 are stepped over: a workload is made from its record's bytes by protobuf itself when a caller
-needs one.
+needs one. Every string of a record is checked to be UTF-8 (protobuf refuses a message holding
+one that is not), so that records the walk accepts are records protobuf parses.
 
 It reads only what it can read exactly as protobuf does, and otherwise answers a non-zero
 status and the caller takes the plain path: a field number the messages do not have (an
 unknown field), a known field on another wire type, a ``workload`` given twice (protobuf would
 merge the two), a request map that names a resource twice or has an entry without a name, a
 placement naming a device twice or a negative one (the columns pad with -1), a record without
-a workload, bytes cut short. Scalars given twice take the last value, and ``gpu_devices`` may
-be packed or not, in pieces, as protobuf reads them; an ``int32`` keeps the low 32 bits of its
-varint, as protobuf does.
+a workload, a string not UTF-8, bytes cut short. Scalars given twice take the last value, and
+``gpu_devices`` may be packed or not, in pieces, as protobuf reads them; an ``int32`` keeps the
+low 32 bits of its varint, as protobuf does.
 
 The kernel is called twice: with ``fill`` false it only counts (records, request entries,
 placements, devices) so the caller can size the arrays, then with ``fill`` true it writes them.
@@ -50,6 +53,7 @@ REPEATED_KEY = 5  # a request map naming a resource twice (protobuf keeps the la
 NO_KEY = 6  # a request map entry without its name
 REPEATED_DEVICE = 7
 NEGATIVE_DEVICE = 8  # a device below 0 (the columns pad with -1; the plain path refuses it)
+NOT_UTF8 = 9  # a string that is not UTF-8: protobuf refuses the whole message
 
 
 @inline_kernel
@@ -82,6 +86,60 @@ def _int32(value: int) -> int:
     """The low 32 bits of a varint as a signed int32 (protobuf's reading of an ``int32``)."""
     low = value & 0xFFFFFFFF
     return low - (1 << 32) if low >= (1 << 31) else low
+
+
+@inline_kernel
+def _utf8(buf: np.ndarray, lo: int, hi: int) -> bool:
+    """Whether ``buf[lo:hi]`` is UTF-8 as protobuf (and Python) take it: no overlong form, no
+    surrogate, nothing past U+10FFFF, no sequence cut short."""
+    k = lo
+    while k < hi:
+        b = int(buf[k])
+        if b < 0x80:
+            k += 1
+            continue
+        if b < 0xC2 or b > 0xF4:  # a continuation byte, an overlong lead, past U+10FFFF
+            return False
+        n, low, high = 1, 0x80, 0xBF
+        if b >= 0xF0:
+            n = 3
+            low = 0x90 if b == 0xF0 else 0x80
+            high = 0x8F if b == 0xF4 else 0xBF
+        elif b >= 0xE0:
+            n = 2
+            low = 0xA0 if b == 0xE0 else 0x80
+            high = 0x9F if b == 0xED else 0xBF
+        if k + n >= hi:
+            return False
+        c = int(buf[k + 1])
+        if c < low or c > high:
+            return False
+        for j in range(2, n + 1):
+            c = int(buf[k + j])
+            if c < 0x80 or c > 0xBF:
+                return False
+        k += n + 1
+    return True
+
+
+@inline_kernel
+def _strings_utf8(buf: np.ndarray, lo: int, hi: int, number: int) -> int:
+    """Of a message in ``buf[lo:hi]`` whose fields are all strings numbered 1 to ``number``
+    (a map<string, string> entry, a ``Spread``): OK, or the status that declines it."""
+    at = lo
+    while at < hi:
+        tag, at = _varint(buf, at, hi)
+        if at < 0:
+            return MALFORMED
+        if tag & 7 != 2 or tag >> 3 < 1 or tag >> 3 > number:
+            return UNKNOWN_FIELD
+        s_lo, s_hi = _span(buf, at, hi)
+        if s_lo < 0:
+            return MALFORMED
+        if not _utf8(buf, s_lo, s_hi):
+            return NOT_UTF8
+        at = s_hi
+    return OK
 
 
 @inline_kernel
@@ -171,6 +229,14 @@ def walk_running(
                         if s_lo < 0:
                             return MALFORMED, 0, 0, 0, 0
                         w = s_hi
+                        if field == 7 or field == 9:  # noqa: PLR1714  # numba: no set literals
+                            # node_selector entries, spread: read by protobuf, their strings
+                            # checked here (protobuf refuses a message with one not UTF-8)
+                            status = _strings_utf8(buf, s_lo, s_hi, 2 if field == 7 else 1)
+                            if status != OK:
+                                return status, 0, 0, 0, 0
+                        elif field != 3 and not _utf8(buf, s_lo, s_hi):
+                            return NOT_UTF8, 0, 0, 0, 0
                         if field == 1:
                             id_lo, id_hi = s_lo, s_hi
                         elif field == 2:
@@ -189,6 +255,8 @@ def walk_running(
                                     key_lo, key_hi = _span(buf, e, s_hi)
                                     if key_lo < 0:
                                         return MALFORMED, 0, 0, 0, 0
+                                    if not _utf8(buf, key_lo, key_hi):
+                                        return NOT_UTF8, 0, 0, 0, 0
                                     e = key_hi
                                 elif tag == 0x10:
                                     amount, e = _varint(buf, e, s_hi)
@@ -207,7 +275,6 @@ def walk_running(
                                 entries[n_entries, KEY_HI] = key_hi
                                 entries[n_entries, VALUE] = amount
                             n_entries += 1
-                        # fields 7 (node_selector) and 9 (spread): stepped over
                     if w < 0:
                         return MALFORMED, 0, 0, 0, 0
             else:  # a Placement in [m_lo, m_hi)
@@ -222,6 +289,8 @@ def walk_running(
                         node_lo, node_hi = _span(buf, p, m_hi)
                         if node_lo < 0:
                             return MALFORMED, 0, 0, 0, 0
+                        if not _utf8(buf, node_lo, node_hi):
+                            return NOT_UTF8, 0, 0, 0, 0
                         p = node_hi
                     elif tag == 0x10:
                         value, p = _varint(buf, p, m_hi)
@@ -274,6 +343,225 @@ def walk_running(
             rows[n_rows, PL_COUNT] = n_placements - pl_start
         n_rows += 1
     return OK, n_rows, n_entries, n_placements, n_devices
+
+
+# Columns of ``walk_nodes``'s ``rows`` (one row per node), ``caps`` and ``labels``.
+N_ID_LO, N_ID_HI, N_MODEL_LO, N_MODEL_HI, N_UNSCHEDULABLE = range(5)
+N_CAP_START, N_CAP_COUNT, N_LABEL_START, N_LABEL_COUNT = range(5, 9)
+NODE_FIELDS = 9
+VALUE_LO, VALUE_HI = 2, 3  # a label's value bounds (KEY_LO, KEY_HI as for entries)
+LABEL_FIELDS = 4
+
+
+@inline_kernel
+def _entry(buf: np.ndarray, lo: int, hi: int, string_value: bool) -> tuple[int, int, int, int, int]:
+    """A map entry in ``buf[lo:hi]``: (status, key bounds, then the value: a varint and 0, or
+    a string's bounds). A key or value given twice takes the last, as protobuf; a value left
+    out is 0 or empty; an entry without its key is declined (``NO_KEY``)."""
+    key_lo = key_hi = -1
+    a = b = 0
+    e = lo
+    while e < hi:
+        tag, e = _varint(buf, e, hi)
+        if e < 0:
+            return MALFORMED, 0, 0, 0, 0
+        if tag == 0x0A:
+            key_lo, key_hi = _span(buf, e, hi)
+            if key_lo < 0:
+                return MALFORMED, 0, 0, 0, 0
+            if not _utf8(buf, key_lo, key_hi):
+                return NOT_UTF8, 0, 0, 0, 0
+            e = key_hi
+        elif tag == 0x12 and string_value:
+            a, b = _span(buf, e, hi)
+            if a < 0:
+                return MALFORMED, 0, 0, 0, 0
+            if not _utf8(buf, a, b):
+                return NOT_UTF8, 0, 0, 0, 0
+            e = b
+        elif tag == 0x10 and not string_value:
+            a, e = _varint(buf, e, hi)
+            if e < 0:
+                return MALFORMED, 0, 0, 0, 0
+        else:
+            return UNKNOWN_FIELD, 0, 0, 0, 0
+    if key_lo < 0:
+        return NO_KEY, 0, 0, 0, 0
+    return OK, key_lo, key_hi, a, b
+
+
+@kernel
+def walk_nodes(
+    buf: np.ndarray, fill: bool, rows: np.ndarray, caps: np.ndarray, labels: np.ndarray
+) -> tuple[int, int, int, int]:
+    """(status, nodes, capacity entries, label entries) of the ``Snapshot`` in ``buf``: per
+    ``Node`` record (field 1) the bounds of its ``id`` and ``gpu_model``, ``unschedulable``,
+    and its ``capacity`` (name bounds, amount) and ``labels`` (name and value bounds) entries,
+    as ``walk_running`` reads running workloads (called twice: count, then ``fill``).
+
+    Declines what it cannot read exactly as protobuf: an unknown field or wire type, a map
+    entry without its key, a map naming a key twice (protobuf keeps the last), a string not
+    UTF-8, bytes cut short. Scalars and strings given twice take the last value."""
+    end = buf.shape[0]
+    pos = 0
+    n_rows = n_caps = n_labels = 0
+    while pos < end:
+        tag, pos = _varint(buf, pos, end)
+        if pos < 0:
+            return MALFORMED, 0, 0, 0
+        if tag & 7 != 2 or tag >> 3 < 1 or tag >> 3 > 3:
+            return UNKNOWN_FIELD, 0, 0, 0
+        lo, hi = _span(buf, pos, end)
+        if lo < 0:
+            return MALFORMED, 0, 0, 0
+        pos = hi
+        if tag >> 3 != 1:  # scopes and running workloads: read elsewhere
+            continue
+        id_lo = id_hi = model_lo = model_hi = lo
+        unschedulable = 0
+        cap_start, label_start = n_caps, n_labels
+        at = lo
+        while at < hi:
+            tag, at = _varint(buf, at, hi)
+            if at < 0:
+                return MALFORMED, 0, 0, 0
+            if tag == 0x20:  # unschedulable
+                value, at = _varint(buf, at, hi)
+                if at < 0:
+                    return MALFORMED, 0, 0, 0
+                unschedulable = 1 if value != 0 else 0
+                continue
+            if tag & 7 != 2 or tag >> 3 < 1 or tag >> 3 == 4 or tag >> 3 > 5:
+                return UNKNOWN_FIELD, 0, 0, 0
+            s_lo, s_hi = _span(buf, at, hi)
+            if s_lo < 0:
+                return MALFORMED, 0, 0, 0
+            at = s_hi
+            field = tag >> 3
+            if field == 1 or field == 5:  # noqa: PLR1714  # numba: no set literals
+                if not _utf8(buf, s_lo, s_hi):
+                    return NOT_UTF8, 0, 0, 0
+                if field == 1:
+                    id_lo, id_hi = s_lo, s_hi
+                else:
+                    model_lo, model_hi = s_lo, s_hi
+                continue
+            status, key_lo, key_hi, a, b = _entry(buf, s_lo, s_hi, field == 3)
+            if status != OK:
+                return status, 0, 0, 0
+            if field == 2:
+                if fill:
+                    for k in range(cap_start, n_caps):
+                        if _same(buf, key_lo, key_hi, caps[k, KEY_LO], caps[k, KEY_HI]):
+                            return REPEATED_KEY, 0, 0, 0
+                    caps[n_caps, KEY_LO] = key_lo
+                    caps[n_caps, KEY_HI] = key_hi
+                    caps[n_caps, VALUE] = a
+                n_caps += 1
+            else:
+                if fill:
+                    for k in range(label_start, n_labels):
+                        if _same(buf, key_lo, key_hi, labels[k, KEY_LO], labels[k, KEY_HI]):
+                            return REPEATED_KEY, 0, 0, 0
+                    labels[n_labels, KEY_LO] = key_lo
+                    labels[n_labels, KEY_HI] = key_hi
+                    labels[n_labels, VALUE_LO] = a
+                    labels[n_labels, VALUE_HI] = b
+                n_labels += 1
+        if fill:
+            rows[n_rows, N_ID_LO] = id_lo
+            rows[n_rows, N_ID_HI] = id_hi
+            rows[n_rows, N_MODEL_LO] = model_lo
+            rows[n_rows, N_MODEL_HI] = model_hi
+            rows[n_rows, N_UNSCHEDULABLE] = unschedulable
+            rows[n_rows, N_CAP_START] = cap_start
+            rows[n_rows, N_CAP_COUNT] = n_caps - cap_start
+            rows[n_rows, N_LABEL_START] = label_start
+            rows[n_rows, N_LABEL_COUNT] = n_labels - label_start
+        n_rows += 1
+    return OK, n_rows, n_caps, n_labels
+
+
+def node_arrays(nodes: int, caps: int, labels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Output arrays for ``walk_nodes`` of the counts a first call answered."""
+    return (
+        np.empty((nodes, NODE_FIELDS), dtype=np.int64),
+        np.empty((caps, ENTRY_FIELDS), dtype=np.int64),
+        np.empty((labels, LABEL_FIELDS), dtype=np.int64),
+    )
+
+
+@inline_kernel
+def _skip(buf: np.ndarray, pos: int, end: int, wire: int) -> int:
+    """The position after a value of wire type ``wire`` starting at ``pos``; -1 when malformed
+    or a group (protobuf's deprecated groups are left to protobuf)."""
+    if wire == 0:
+        return _varint(buf, pos, end)[1]
+    if wire == 1 or wire == 5:  # noqa: PLR1714  # numba: no set literals
+        pos += 8 if wire == 1 else 4
+        return pos if pos <= end else -1
+    if wire == 2:
+        return _span(buf, pos, end)[1]
+    return -1
+
+
+@kernel
+def split_push(buf: np.ndarray, out: np.ndarray) -> tuple[int, int, int, int, int, int, int]:
+    """A ``PushSnapshotRequest`` in ``buf`` split for the walks: (status, where the
+    ``snapshot`` field's key starts (-1: no snapshot), its bytes' start and end, the bytes
+    written to ``out``, the nodes and the running workloads counted). ``out`` (as long as
+    ``buf``) receives the snapshot's scope records, in order: the snapshot less its nodes and
+    running workloads, which ``walk_nodes`` and ``walk_running`` read.
+
+    Declines (status not OK) what protobuf would not read as one snapshot field of nodes,
+    scopes and running workloads: a snapshot given twice (protobuf merges them), a snapshot
+    field of another wire type, a field of the snapshot it does not know, a group, bytes cut
+    short. The request's other fields, known or not, are stepped over: protobuf reads them."""
+    end = buf.shape[0]
+    pos = 0
+    tag_lo = snap_lo = snap_hi = -1
+    while pos < end:
+        start = pos
+        tag, pos = _varint(buf, pos, end)
+        if pos < 0 or tag >> 3 == 0:
+            return MALFORMED, 0, 0, 0, 0, 0, 0
+        if tag >> 3 == 2:  # the snapshot
+            if tag & 7 != 2:
+                return UNKNOWN_FIELD, 0, 0, 0, 0, 0, 0
+            if tag_lo >= 0:
+                return MERGED, 0, 0, 0, 0, 0, 0
+            snap_lo, snap_hi = _span(buf, pos, end)
+            if snap_lo < 0:
+                return MALFORMED, 0, 0, 0, 0, 0, 0
+            tag_lo, pos = start, snap_hi
+        else:
+            pos = _skip(buf, pos, end, tag & 7)
+            if pos < 0:
+                return MALFORMED, 0, 0, 0, 0, 0, 0
+    used = 0
+    nodes = 0
+    running = 0
+    pos = snap_lo
+    while pos < snap_hi:
+        start = pos
+        tag, pos = _varint(buf, pos, snap_hi)
+        if pos < 0:
+            return MALFORMED, 0, 0, 0, 0, 0, 0
+        if tag & 7 != 2 or tag >> 3 < 1 or tag >> 3 > 3:
+            return UNKNOWN_FIELD, 0, 0, 0, 0, 0, 0
+        lo, hi = _span(buf, pos, snap_hi)
+        if lo < 0:
+            return MALFORMED, 0, 0, 0, 0, 0, 0
+        pos = hi
+        if tag >> 3 == 1:
+            nodes += 1
+        elif tag >> 3 == 3:
+            running += 1
+        else:
+            for k in range(start, hi):
+                out[used] = buf[k]
+                used += 1
+    return OK, tag_lo, snap_lo, snap_hi, used, nodes, running
 
 
 @kernel
@@ -342,10 +630,15 @@ def distinct(
 
 
 def warmup() -> None:
-    """Compile (or load from the cache) both kernels on a one-workload snapshot."""
+    """Compile (or load from the cache) every kernel here on a one-workload snapshot."""
     record = np.frombuffer(bytes([0x1A, 7, 0x0A, 3, 0x0A, 1, 0x77, 0x12, 0]), dtype=np.uint8)
     counted = walk_running(record, False, *arrays(0, 0, 0, 0))
     walk_running(record, True, *arrays(*counted[1:]))
+    node = np.frombuffer(bytes([0x0A, 7, 0x0A, 1, 0x6E, 0x12, 2, 0x0A, 0]), dtype=np.uint8)
+    counts = walk_nodes(node, False, *node_arrays(0, 0, 0))
+    walk_nodes(node, True, *node_arrays(*counts[1:]))
+    request = np.frombuffer(bytes([0x12, len(record)]) + record.tobytes(), dtype=np.uint8)
+    split_push(request, np.empty_like(request))
     bounds = np.array([6], dtype=np.int64)
     join(record, bounds, bounds + 1, np.empty(2, dtype=np.uint8), 0)
     distinct(

@@ -194,6 +194,33 @@ def snapshot_from_proto(m: pb.Snapshot) -> model.Snapshot:
     return model.Snapshot(nodes, scopes, plain_running_from_proto(m))
 
 
+def snapshot_from_push(request: snapshot_decoder.DecodedPush) -> model.Snapshot:
+    """A PushSnapshot request's snapshot: ``snapshot_from_proto`` of the whole request's, its
+    nodes and running workloads read from their bytes when the decoder kept them as bytes."""
+    m = request.message.snapshot
+    body = request.body
+    if body is None:
+        return snapshot_from_proto(m)
+    scopes = tuple(scope_from_proto(s) for s in m.scopes)
+    whole: list[pb.Snapshot] = []  # parsed once, if what the columns decline needs it
+
+    def parsed() -> pb.Snapshot:
+        # The kernels walked every record whole, so protobuf parses them (see decode_push).
+        if not whole:
+            whole.append(pb.Snapshot.FromString(body))
+        return whole[0]
+
+    nodes = snapshot_decoder.nodes_from_bytes(body, request.nodes_counted)
+    if nodes is None:
+        nodes = tuple(node_from_proto(n) for n in parsed().nodes)
+    columns = snapshot_decoder.columns_from_bytes(
+        body, nodes, scopes, running_from_proto, request.running_counted
+    )
+    if columns is not None:
+        return model.Snapshot(nodes, scopes, columns)
+    return model.Snapshot(nodes, scopes, plain_running_from_proto(parsed()))
+
+
 def plain_running_from_proto(m: pb.Snapshot) -> tuple[model.RunningWorkload, ...]:
     """A snapshot's running workloads, converted one by one (the plain path)."""
     return tuple(running_from_proto(w) for w in m.workloads)

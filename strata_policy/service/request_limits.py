@@ -1,5 +1,5 @@
-"""The size checks of PushSnapshot and UpdateSnapshot, made on the protobuf message before it is
-converted.
+"""The size checks of UpdateSnapshot, made on the protobuf message before it is converted
+(PushSnapshot's are made on the counts its byte reader takes, ``snapshot_decoder.decode_push``).
 
 Converting costs in proportion to what was sent (a PushSnapshot of a million scopes took 5-12 s
 of CPU and 300-430 MiB before the engine refused it as too big), so the size limits are checked
@@ -15,13 +15,6 @@ from __future__ import annotations
 from strata.policy.v1 import policy_service_pb2 as svc
 
 from strata_policy.state.request_checks import Limits, check_request_ids
-
-
-def check_push(limits: Limits, request: svc.PushSnapshotRequest) -> None:
-    """A PushSnapshot's ids, and its node, scope and workload counts against the limits."""
-    check_request_ids(request.cluster_id, request.request_id)
-    snap = request.snapshot
-    limits.check_sizes(len(snap.nodes), len(snap.scopes), len(snap.workloads))
 
 
 def check_update(limits: Limits, request: svc.UpdateSnapshotRequest) -> None:

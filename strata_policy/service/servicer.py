@@ -2,9 +2,10 @@
 
 Nothing else happens here (STYLE habit 5): validation and decisions are the engine's, and errors
 become statuses through ``status.abort``'s one table. Two things only the wire knows are added:
-the request's counts and ids are checked before conversion (``request_limits`` for the
-snapshot RPCs, ``state.request_checks.check_batch`` for the others), and a call with
-a ``request_id`` names its caller and the digest of its body, for idempotency (``identity``).
+the request's counts and ids are checked before conversion (``request_limits`` for
+UpdateSnapshot, the byte reader's counts for PushSnapshot, ``state.request_checks.check_batch``
+for the others), and a call with a ``request_id`` names its caller and the digest of its body,
+for idempotency (``identity``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from strata_policy.service.result_encoder import (
     encoded_data,
     response_bytes,
 )
+from strata_policy.service.snapshot_decoder import DecodedPush, collector_paused, decode_push
 from strata_policy.service.status import abort
 from strata_policy.state import request_checks as checks
 from strata_policy.state.store import request_digest
@@ -90,20 +92,27 @@ class PolicyServicer:
 
     @errors_to_status
     def PushSnapshot(
-        self, request: svc.PushSnapshotRequest, context: grpc.ServicerContext
+        self, request: DecodedPush, context: grpc.ServicerContext
     ) -> svc.PushSnapshotResponse:
-        limits.check_push(self.engine.limits, request)
-        caller, digest = idempotency(request, context)
-        snapshot = c.snapshot_from_proto(request.snapshot)
-        generation = self.engine.push_snapshot(
-            request.cluster_id,
-            snapshot,
-            dry_run=request.dry_run,
-            expected_generation=request.expected_generation,
-            request_id=request.request_id,
-            caller=caller,
-            body_digest=digest,
-        )
+        """The request read from its bytes (``snapshot_decoder.decode_push``: the nodes and
+        running workloads read from the bytes as columns, unless protobuf had to parse
+        them); its counts checked against the limits before any array is sized by them."""
+        message = request.message
+        snap = message.snapshot
+        checks.check_request_ids(message.cluster_id, message.request_id)
+        self.engine.limits.check_sizes(request.node_count, len(snap.scopes), request.workload_count)
+        caller, digest = idempotency(message, context, request.raw)
+        with collector_paused():  # a push makes its objects by the hundred thousand
+            snapshot = c.snapshot_from_push(request)
+            generation = self.engine.push_snapshot(
+                message.cluster_id,
+                snapshot,
+                dry_run=message.dry_run,
+                expected_generation=message.expected_generation,
+                request_id=message.request_id,
+                caller=caller,
+                body_digest=digest,
+            )
         return svc.PushSnapshotResponse(
             generation=generation,
             node_count=len(snapshot.nodes),
@@ -306,6 +315,11 @@ def method_handlers(servicer: PolicyServicer) -> dict[str, grpc.RpcMethodHandler
         # Past the batch limit the workloads are counted, not converted (see decode_place).
         request_deserializer=partial(decode_place, max_workloads=servicer.engine.limits.max_batch),
         response_serializer=encoded_data,
+    )
+    handlers["PushSnapshot"] = grpc.unary_unary_rpc_method_handler(
+        servicer.PushSnapshot,
+        request_deserializer=decode_push,  # running workloads kept as bytes, read as columns
+        response_serializer=svc.PushSnapshotResponse.SerializeToString,
     )
     handlers["Admit"] = grpc.unary_unary_rpc_method_handler(
         servicer.Admit,

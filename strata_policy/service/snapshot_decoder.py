@@ -1,6 +1,13 @@
 """A pushed ``Snapshot``'s running workloads as columns (``state.running_columns``), read from
 the message's wire bytes by ``kernels.snapshot_wire`` rather than one message object at a time.
 
+The PushSnapshot handler gets its request as bytes (``decode_push``, its gRPC deserializer):
+protobuf parses the request less its running workloads (nodes, scopes, ids, flags, unknown
+fields), and the running workloads are read from the request's own bytes, so that protobuf's
+million message objects are never built. Only bytes the kernel walks whole (every record
+well-formed, every string UTF-8: what protobuf would parse) are kept as bytes; any other
+request is parsed whole by protobuf, which refuses it with its own error where it is malformed.
+
 Converting a million ``RunningWorkload`` messages one by one (a ``Workload``, a
 ``RunningWorkload``, placements and dicts each) was four fifths of PushSnapshot. Here the
 snapshot is serialized once (protobuf, in C), its running workloads are walked by a kernel into
@@ -14,17 +21,106 @@ exactly as protobuf does gets ``None`` and the caller converts the plain way
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from itertools import repeat
+from typing import Any
 
 import numpy as np
+from google.protobuf.message import DecodeError
+from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.kernels import snapshot_wire as wire
-from strata_policy.model import Node, RunningWorkload, Scope
+from strata_policy.model import Node, RunningWorkload, Scope, new_node
+from strata_policy.state.nodes import NodeColumns, columns_of
 from strata_policy.state.running_columns import RunningColumns
 
 _SEPARATOR = 0
+_SNAPSHOT_KEY = b"\x12"  # PushSnapshotRequest.snapshot: field 2, length-delimited
+Counts = tuple[int, int, int, int, int]  # walk_running's first answer
+NodeCounts = tuple[int, int, int, int]  # walk_nodes's
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedPush:
+    """A PushSnapshot request as its handler gets it. ``message`` is the request, less its
+    nodes and running workloads when ``body`` holds them: then ``body`` is the bytes of the
+    ``Snapshot`` whose node and running workload records the kernels walked whole
+    (``nodes_counted``, ``running_counted``: their first answers). ``body`` is ``None`` when
+    ``message`` is the whole request. ``node_count`` and ``workload_count`` are the request's
+    either way. ``raw`` is the request as sent, for the digest that checks a reused
+    ``request_id``. ``cluster_id``, ``request_id`` and ``dry_run`` are the message's, for the
+    call gate, which reads them from any request (logging, auth)."""
+
+    message: svc.PushSnapshotRequest
+    node_count: int
+    workload_count: int
+    body: bytes | None = field(default=None, repr=False)
+    nodes_counted: NodeCounts | None = field(default=None, repr=False)
+    running_counted: Counts | None = field(default=None, repr=False)
+    raw: bytes = field(default=b"", repr=False, compare=False)
+
+    @property
+    def cluster_id(self) -> str:
+        """The request's cluster."""
+        return self.message.cluster_id
+
+    @property
+    def request_id(self) -> str:
+        """The request's idempotency id."""
+        return self.message.request_id
+
+    @property
+    def dry_run(self) -> bool:
+        """Whether the request asks for a dry run."""
+        return self.message.dry_run
+
+
+def decode_push(raw: bytes) -> DecodedPush:
+    """A serialized ``PushSnapshotRequest``, split as ``DecodedPush`` says.
+
+    Raises protobuf's ``DecodeError`` exactly where ``PushSnapshotRequest.FromString`` would
+    (gRPC's call gate then answers as for any request it cannot deserialize). Nothing here is
+    sized by the request's counts: the kernels only walk and count, and the handler checks the
+    counts against the limits before the columns are allocated."""
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    kept = np.empty_like(buf)  # pages are touched only as far as the copy writes
+    split = wire.split_push(buf, kept)
+    if split[0] == wire.OK:
+        _, tag_lo, snap_lo, snap_hi, used, nodes, running = split
+        body = raw[snap_lo:snap_hi] if nodes or running else b""
+        walked = np.frombuffer(body, dtype=np.uint8)
+        nodes_counted = wire.walk_nodes(walked, False, *wire.node_arrays(0, 0, 0))
+        running_counted = wire.walk_running(walked, False, *wire.arrays(0, 0, 0, 0))
+        if nodes_counted[0] == wire.OK and running_counted[0] == wire.OK:
+            light = raw
+            if body:  # the snapshot field again, holding its scopes only
+                head = (raw[:tag_lo], _SNAPSHOT_KEY, _varint(used), kept[:used].tobytes())
+                light = b"".join((*head, raw[snap_hi:]))
+            try:
+                message = svc.PushSnapshotRequest.FromString(light)
+            except DecodeError:
+                pass  # protobuf decides on the whole request, below
+            else:
+                return DecodedPush(
+                    message, nodes, running, body, nodes_counted, running_counted, raw
+                )
+    message = svc.PushSnapshotRequest.FromString(raw)
+    snap = message.snapshot
+    return DecodedPush(message, len(snap.nodes), len(snap.workloads), raw=raw)
+
+
+def _varint(value: int) -> bytes:
+    """``value`` (non-negative) as a varint."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def running_columns(
@@ -44,15 +140,18 @@ def columns_from_bytes(
     nodes: tuple[Node, ...],
     scopes: tuple[Scope, ...],
     convert: Callable[[pb.RunningWorkload], RunningWorkload],
+    counted: Counts | None = None,
 ) -> RunningColumns | None:
-    """``running_columns`` of a serialized ``Snapshot``.
+    """``running_columns`` of a serialized ``Snapshot`` (``counted``: the kernel's first
+    answer for these bytes, when the caller has it).
 
     The arrays made here are sized by what the request names (its resources, the devices of its
     widest placement), so what no node could hold goes to the plain path, which refuses it with
     the field that is wrong, before any array is sized by it: a resource no node has, or a
     placement naming more devices than the widest node has."""
     raw = np.frombuffer(buf, dtype=np.uint8)
-    counted = wire.walk_running(raw, False, *wire.arrays(0, 0, 0, 0))
+    if counted is None:
+        counted = wire.walk_running(raw, False, *wire.arrays(0, 0, 0, 0))
     if counted[0] != wire.OK:
         return None
     rows, entries, placements, devices = wire.arrays(*counted[1:])
@@ -68,8 +167,13 @@ def columns_from_bytes(
         )
     except UnicodeDecodeError:
         return None
-    known = {name for x in nodes for name in x.capacity}
-    widest = max((x.gpu_devices for x in nodes), default=0)
+    if type(nodes) is NodeColumns:  # what the nodes' columns already know
+        known: frozenset[str] | set[str] = nodes.listed
+        widest, node_at = nodes.widest, nodes.node_index
+    else:
+        known = {name for x in nodes for name in x.capacity}
+        widest = max((x.gpu_devices for x in nodes), default=0)
+        node_at = {x.id: i for i, x in enumerate(nodes)}
     if not known.issuperset(keys) or int(placements[:, wire.DEV_COUNT].max(initial=0)) > widest:
         return None
     n = len(ids)
@@ -97,10 +201,155 @@ def columns_from_bytes(
         gpu_model=model_code,
         placement_start=rows[:, wire.PL_START].copy(),
         placement_count=rows[:, wire.PL_COUNT].copy(),
-        placement_node=_index(node_ids, {x.id: i for i, x in enumerate(nodes)})[node_code],
+        placement_node=_index(node_ids, node_at)[node_code],
         devices=_padded(placements, devices),
         make=make,
     )
+
+
+def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> tuple[Node, ...] | None:
+    """The nodes of a serialized ``Snapshot``, equal to ``convert.node_from_proto`` of each of
+    its parsed nodes; ``None`` when the kernel declines them (``kernels.snapshot_wire``).
+
+    Made in bulk from the kernel's columns: the strings decoded in a few steps, one capacity
+    dict per distinct capacity and one labels dict per distinct set of labels (shared, as
+    ``convert.shared_request`` shares them: the model's dicts are never mutated), then one
+    ``Node`` per record through its slots."""
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    if counted is None:
+        counted = wire.walk_nodes(raw, False, *wire.node_arrays(0, 0, 0))
+    if counted[0] != wire.OK:
+        return None
+    rows, caps, labels = wire.node_arrays(*counted[1:])
+    if wire.walk_nodes(raw, True, rows, caps, labels)[0] != wire.OK:
+        return None
+    n = rows.shape[0]
+    ids = _strings(raw, buf, rows[:, wire.N_ID_LO], rows[:, wire.N_ID_HI])
+    model_code, models = _distinct(raw, buf, rows[:, wire.N_MODEL_LO], rows[:, wire.N_MODEL_HI])
+    cap_key, cap_names = _distinct(raw, buf, caps[:, wire.KEY_LO], caps[:, wire.KEY_HI])
+    amounts, amount_code = np.unique(caps[:, wire.VALUE], return_inverse=True)
+    cap_row = np.repeat(np.arange(n), rows[:, wire.N_CAP_COUNT])
+    capacity = _maps(
+        cap_row,
+        n,
+        cap_key,
+        cap_names,
+        amount_code.reshape(-1),
+        amounts.tolist(),
+        sort=True,
+    )
+    label_key, label_names = _distinct(raw, buf, labels[:, wire.KEY_LO], labels[:, wire.KEY_HI])
+    value_code, values = _distinct(raw, buf, labels[:, wire.VALUE_LO], labels[:, wire.VALUE_HI])
+    node_labels = _maps(
+        np.repeat(np.arange(n), rows[:, wire.N_LABEL_COUNT]),
+        n,
+        label_key,
+        label_names,
+        value_code,
+        values,
+        sort=False,
+    )
+    unschedulable = rows[:, wire.N_UNSCHEDULABLE] != 0
+    with collector_paused():
+        nodes = tuple(
+            map(
+                new_node,
+                ids,
+                capacity,
+                node_labels,
+                unschedulable.tolist(),
+                [models[c] for c in model_code.tolist()],
+            )
+        )
+    names = columns_of(set(cap_names))
+    column = np.array([names.index(r) for r in cap_names], dtype=np.int64)
+    matrix = np.zeros((n, len(names)), dtype=np.int64)
+    matrix[np.repeat(np.arange(n), rows[:, wire.N_CAP_COUNT]), column[cap_key]] = caps[
+        :, wire.VALUE
+    ]
+    ordered = tuple(sorted({*models, ""}))
+    recode = np.array([ordered.index(m) for m in models], dtype=np.int64)
+    return NodeColumns.of(
+        nodes, ids, frozenset(cap_names), matrix, ~unschedulable, ordered, recode[model_code]
+    )
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector held off while objects are made by the hundred
+    thousand (a push's nodes, its state): each 700 allocations it would scan the young ones,
+    and now and then every object, which made building the nodes of a 100,000-node push
+    several times slower. What a push makes holds no cycles; reference counting frees it as
+    ever, and the collector runs again after (nested pauses keep it off until the outer one
+    ends)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+_MAX_DENSE_KEYS = 64  # above, maps are built entry by entry instead of by distinct rows
+
+
+def _maps(
+    row: np.ndarray,
+    n: int,
+    key: np.ndarray,
+    names: list[str],
+    value: np.ndarray,
+    values: list[Any],
+    *,
+    sort: bool,
+) -> list[dict[str, Any]]:
+    """Per node, the map of its entries (entry ``i`` in node ``row[i]``, named ``names[key[i]]``,
+    worth ``values[value[i]]``; no key twice in a node), the nodes with the same entries
+    sharing one dict; keys in name order with ``sort``, else in first-coming order."""
+    if not names:
+        return [{}] * n  # one empty dict, shared
+    order = sorted(range(len(names)), key=names.__getitem__) if sort else range(len(names))
+    if len(names) <= _MAX_DENSE_KEYS:
+        dense = np.full((n, len(names)), -1, dtype=np.int64)
+        dense[row, key] = value
+        which, firsts = _distinct_rows(dense)
+        made = [
+            {names[k]: values[codes[k]] for k in order if codes[k] >= 0}
+            for codes in dense[firsts].tolist()
+        ]
+        return [made[i] for i in which.tolist()]
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(names))
+    by = np.lexsort((rank[key], row))  # per node, in key order
+    pairs = [
+        (names[k], values[v]) for k, v in zip(key[by].tolist(), value[by].tolist(), strict=True)
+    ]
+    starts = np.searchsorted(row[by], np.arange(n + 1)).tolist()
+    shared: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+    out = []
+    for i in range(n):
+        items = tuple(pairs[starts[i] : starts[i + 1]])
+        found = shared.get(items)
+        if found is None:
+            found = shared[items] = dict(items)
+        out.append(found)
+    return out
+
+
+def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's number among the distinct rows of ``rows`` (int64, C order), in the order
+    each first comes, and the first index of each: ``kernels.snapshot_wire.distinct`` over the
+    rows' bytes (a sort of whole rows, ``np.unique(axis=0)``, costs ten times as much)."""
+    n, width = rows.shape
+    raw = np.ascontiguousarray(rows).reshape(-1).view(np.uint8)
+    raw.flags.writeable = False  # the type the kernel is warmed for (bytes read by frombuffer)
+    lo = np.arange(n, dtype=np.int64) * (width * 8)
+    codes = np.empty(n, dtype=np.int64)
+    table = np.full(1 << (2 * max(n, 1)).bit_length(), -1, dtype=np.int64)
+    wire.distinct(raw, lo, lo + width * 8, codes, table, wire.SEED)
+    firsts = table[table >= 0]
+    return codes, firsts[np.argsort(codes[firsts])]
 
 
 def _strings(raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray) -> list[str]:

@@ -79,8 +79,52 @@ class Lineage:
 def resource_columns(nodes: Sequence[Node]) -> tuple[str, ...]:
     """The matrix's columns for ``nodes``: ``cpu``, ``memory``, ``gpu``, then every other
     resource any node lists (even at 0), sorted."""
-    extra = sorted({r for nd in nodes for r in nd.capacity} - set(RESERVED))
-    return (CPU, MEMORY, GPU, *extra)
+    return columns_of({r for nd in nodes for r in nd.capacity})
+
+
+def columns_of(listed: set[str]) -> tuple[str, ...]:
+    """The matrix's columns for nodes listing the resources ``listed`` (``resource_columns``)."""
+    return (CPU, MEMORY, GPU, *sorted(listed - set(RESERVED)))
+
+
+class NodeColumns(tuple[Node, ...]):
+    """Nodes (a tuple of them, equal to the plain tuple) that carry their matrix's node data
+    already in arrays, as ``NodeMatrix.from_nodes`` would read it off them: a pushed snapshot
+    whose nodes were read as columns (``service.snapshot_decoder``) builds its matrix from
+    these instead of reading a hundred thousand nodes again. ``listed`` is every resource
+    some node lists (the ``capacity`` columns are ``columns_of(listed)``); ``widest`` the
+    most GPU devices of a node."""
+
+    node_index: dict[str, int]
+    listed: frozenset[str]
+    capacity: np.ndarray
+    schedulable: np.ndarray
+    models: tuple[str, ...]
+    model_code: np.ndarray
+    widest: int
+
+    @classmethod
+    def of(
+        cls,
+        nodes: Sequence[Node],
+        ids: Sequence[str],
+        listed: frozenset[str],
+        capacity: np.ndarray,
+        schedulable: np.ndarray,
+        models: tuple[str, ...],
+        model_code: np.ndarray,
+    ) -> NodeColumns:
+        """``nodes`` with their ids and data in arrays (the caller vouches they are the
+        nodes')."""
+        self = cls(nodes)
+        self.node_index = dict(zip(ids, range(len(ids)), strict=True))  # the last of an id
+        self.listed = listed
+        self.capacity = capacity
+        self.schedulable = schedulable
+        self.models = models
+        self.model_code = model_code
+        self.widest = int(capacity[:, GPU_COL].max()) // MILLI_PER_GPU if len(nodes) else 0
+        return self
 
 
 class NodeMatrix:
@@ -136,6 +180,16 @@ class NodeMatrix:
     @classmethod
     def from_nodes(cls, nodes: Sequence[Node]) -> NodeMatrix:
         """The state of ``nodes`` with nothing allocated (capacities assumed validated)."""
+        if type(nodes) is NodeColumns:  # the same arrays, already made (copied: shared)
+            return cls.assemble(
+                nodes,
+                dict(nodes.node_index),
+                columns_of(set(nodes.listed)),
+                nodes.capacity.copy(),
+                nodes.schedulable.copy(),
+                nodes.models,
+                nodes.model_code.copy(),
+            )
         nodes = tuple(nodes)
         names = resource_columns(nodes)
         col = {r: i for i, r in enumerate(names)}
