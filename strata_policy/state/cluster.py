@@ -304,6 +304,29 @@ class ClusterState:
         """
         return Transaction(self)
 
+    def begin(self) -> list[Undo]:
+        """Open a transaction without a ``Transaction`` (``engine.commit``'s path, taken by
+        every Admit: two calls instead of four): the returned undo list is empty until
+        something changes. ``end`` closes it. Not re-entrant."""
+        if self._undo is not None:
+            raise RuntimeError("transaction already open")
+        undo: list[Undo] = []
+        self._undo = undo
+        if self.touched or self.created or self._added:  # fresh ones: a caller may hold these
+            self.touched, self.created, self._added = set(), set(), []
+        return undo
+
+    def end(self, rollback: bool) -> None:
+        """Close the transaction ``begin`` opened, undoing its changes first (newest first)
+        when ``rollback``."""
+        undo = self._undo
+        if rollback and undo:
+            while undo:
+                undo.pop()()
+        self._undo = None
+        if self.touched or self.created or self._added:
+            self.touched, self.created, self._added = set(), set(), []
+
     # --- internals -----------------------------------------------------------------------
 
     def _record(self, undo: Undo) -> None:
@@ -418,19 +441,11 @@ class Transaction:
         self._state = state
 
     def __enter__(self) -> Transaction:
-        state = self._state
-        if state._undo is not None:
-            raise RuntimeError("transaction already open")
-        state._undo = []
-        state.touched, state.created, state._added = set(), set(), []
+        self._state.begin()
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is not None:
-            self.rollback()
-        state = self._state
-        state._undo = None
-        state.touched, state.created, state._added = set(), set(), []
+        self._state.end(rollback=exc_type is not None)
 
     @property
     def changed(self) -> bool:
