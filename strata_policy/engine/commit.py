@@ -8,7 +8,8 @@ then either rolls back (``dry_run``, or an error) or commits.
 Commit protocol (journal first). A failed call changes nothing, including one whose journal
 write failed (DESIGN §4), so memory never gets ahead of the journal:
 
-1. The change is made on the live state inside ``state.transaction()`` (an in-place change:
+1. The change is made on the live state inside a transaction (``state.transaction()``, or
+   ``state.begin()``/``state.end()`` in ``Committer.mutate``; an in-place change:
    Admit, Place, Release, Reclaim; an incremental UpdateSnapshot does the same), or built as a
    new ``ClusterState`` beside the live one (PushSnapshot, a rebuilding UpdateSnapshot), or is
    only planned (DeleteCluster).
@@ -141,7 +142,10 @@ class Committer:
                 if not dry_run and undo:
                     generation = state.generation + 1
                     answer = finish(generation)
-                    upserts = self._journal(state, generation)
+                    if self.journal is None:  # the workloads upserted, for the task mix
+                        upserts = state.workloads.held_among(state.touched)
+                    else:
+                        upserts = self._journal(state, generation)
                     state.generation = generation
                     committed = True
             finally:
@@ -158,16 +162,14 @@ class Committer:
                 self.store.remember(key, digest, answer)
             return answer
 
-    def _journal(self, state: ClusterState, generation: int) -> Sequence[RunningWorkload]:
+    def _journal(self, state: ClusterState, generation: int) -> list[RunningWorkload]:
         """Step 3, inside the open transaction: the change appended to the journal (raising,
         and so rolled back, when the journal refuses); returns the workloads the transaction
-        upserted, for the task mix.
+        upserted (held now, in admission order), for the task mix.
 
-        The upserts are those it touched that are held now. Without a journal that set is all
-        that is needed (the mix's counts do not depend on the order they come in), so no
-        ``Change`` and no ordered delta (``ClusterState.changes``, which sorts) is built."""
-        if self.journal is None:
-            return state.workloads.held_among(state.touched)
+        Without a journal only that set is needed (the mix's counts do not depend on the order
+        they come in): ``mutate`` then builds no ``Change`` and no ordered delta
+        (``ClusterState.changes``, which sorts)."""
         upserts, removed = state.changes()
         delta = Delta(upsert_workloads=tuple(upserts), remove_workload_ids=tuple(removed))
         self.append(Change(state.cluster_id, generation, ChangeKind.DELTA, delta=delta))
