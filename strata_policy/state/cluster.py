@@ -312,8 +312,10 @@ class ClusterState:
             raise RuntimeError("transaction already open")
         undo: list[Undo] = []
         self._undo = undo
-        if self.touched or self.created or self._added:  # fresh ones: a caller may hold these
-            self.touched, self.created, self._added = set(), set(), []
+        if self.touched:  # emptied in place: none is held past a call (``created`` and
+            self.touched.clear()  # ``_added`` grow only with ``touched``)
+            self.created.clear()
+            self._added.clear()
         return undo
 
     def end(self, rollback: bool) -> None:
@@ -324,8 +326,10 @@ class ClusterState:
             while undo:
                 undo.pop()()
         self._undo = None
-        if self.touched or self.created or self._added:
-            self.touched, self.created, self._added = set(), set(), []
+        if self.touched:  # as ``begin``: no new sets for the collector on every commit
+            self.touched.clear()
+            self.created.clear()
+            self._added.clear()
 
     # --- internals -----------------------------------------------------------------------
 
