@@ -11,7 +11,7 @@ from naive_reclaim import World
 from strata_policy.model import Decision, Order, RunningWorkload, Scope, VictimReason, Workload
 from strata_policy.model.resources import Resources
 from strata_policy.quota import QuotaTree, batch_order, check_admit, decide_admit, find_victims
-from strata_policy.quota.check import admissible, requested
+from strata_policy.quota.check import admissible, borrowed_part, requested
 
 RESOURCES = ("cpu", "gpu")
 SETTINGS = settings(max_examples=120, deadline=None)
@@ -229,3 +229,37 @@ def test_effective_guarantee_is_its_definition(
         assert tree.borrowed(sid) == over
         flagged = tuple(r for r in RESOURCES if naive.oversubscribed(sid, r))
         assert tree.oversubscribed(sid) == flagged
+
+
+def naive_borrowed(tree: QuotaTree, w: Workload) -> dict[str, int]:
+    """The borrowed part by its definition: what no scope's idle guarantee on the path covers
+    (``min`` over the path of ``max(G - usage, 0)``), per positive resource."""
+    out = {}
+    for r, asked in w.request.items():
+        want = asked * w.replicas
+        if want <= 0:
+            continue
+        idle = [
+            max(tree.effective_guarantee(sid).get(r, 0) - tree.usage(sid).get(r, 0), 0)
+            for sid in tree.path(w.scope_id)
+        ]
+        covered = min([want, *idle])
+        if want > covered:
+            out[r] = want - covered
+    return out
+
+
+@SETTINGS
+@given(tree_scopes=scopes(), data=st.data())
+def test_borrowed_part_is_its_definition(tree_scopes: list[Scope], data: st.DataObject) -> None:
+    """``borrowed_part`` (which stops at the first scope without a guarantee) and ``requested``
+    (which copies a one-replica request without a loop) give the plain formulas' answers."""
+    tree = QuotaTree.build(tree_scopes)
+    for n in range(data.draw(st.integers(0, 4))):
+        w = pending(data, tree, n)
+        tree.charge(w.scope_id, w.total)
+    w = pending(data, tree, 99)
+    q = requested(w)
+    assert q == {r: a * w.replicas for r, a in w.request.items() if a > 0}
+    assert q is not w.request  # a copy: the caller may keep it
+    assert borrowed_part(tree, tree.path(w.scope_id), q) == naive_borrowed(tree, w)

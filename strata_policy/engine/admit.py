@@ -14,6 +14,7 @@ transaction has nothing to roll back.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from strata_policy.engine.commit import Committer
 from strata_policy.model import (
@@ -28,6 +29,8 @@ from strata_policy.quota import batch_order, decide_admit
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.request_checks import check_new_workloads, replicas
 from strata_policy.state.store import request_digest
+
+_ADMITTED = Decision.ADMITTED
 
 
 def admit(
@@ -56,7 +59,12 @@ def admit(
         request_id,
         expected_generation,
         dry_run,
-        lambda state: decide(state, workloads, order, now_ms or c.clock(), dry_run),
+        decide,
+        workloads,
+        order,
+        now_ms,
+        dry_run,
+        c.clock,
         caller=caller,
         digest=digest,
     )
@@ -70,9 +78,11 @@ def decide(
     workloads: Sequence[Workload],
     order: Order,
     now_ms: int,
-    dry_run: bool = False,
+    dry_run: bool,
+    clock: Callable[[], int],
 ) -> Callable[[int], BatchResult]:
-    """Decide a batch; ADMITTED ones are charged to the tree (no nodes).
+    """Decide a batch; ADMITTED ones are charged to the tree (no nodes), admitted at
+    ``now_ms``, or at ``clock()`` (read once, when one is admitted) when that is 0.
 
     In a dry run the last decision is not applied: nothing after it could see it, and the
     transaction would undo it anyway (this keeps a one-workload dry run free of writes).
@@ -81,13 +91,15 @@ def decide(
     results: list[WorkloadResult] = []
     last = len(workloads) - 1
     indexes = (0,) if last == 0 else batch_order(state.tree, workloads, order, state.capacity)
+    tree, held, capacity = state.tree, state.workloads, state.capacity
     for i in indexes:
         w = workloads[i]
-        result = decide_admit(state.tree, state.workloads, w, state.capacity)
-        if result.decision is Decision.ADMITTED and not (dry_run and len(results) == last):
+        result = decide_admit(tree, held, w, capacity)
+        if result.decision is _ADMITTED and not (dry_run and len(results) == last):
+            now_ms = now_ms or clock()
             state.add(RunningWorkload(w, (), now_ms))
         results.append(result)
-    return lambda generation: BatchResult(generation, tuple(results))
+    return partial(BatchResult, results=tuple(results))
 
 
 def admit_digest(

@@ -8,7 +8,8 @@ then either rolls back (``dry_run``, or an error) or commits.
 Commit protocol (journal first). A failed call changes nothing, including one whose journal
 write failed (DESIGN §4), so memory never gets ahead of the journal:
 
-1. The change is made on the live state inside ``state.transaction()`` (an in-place change:
+1. The change is made on the live state inside a transaction (``state.transaction()``, or
+   ``state.begin()``/``state.end()`` in ``Committer.mutate``; an in-place change:
    Admit, Place, Release, Reclaim; an incremental UpdateSnapshot does the same), or built as a
    new ``ClusterState`` beside the live one (PushSnapshot, a rebuilding UpdateSnapshot), or is
    only planned (DeleteCluster).
@@ -35,12 +36,12 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, TypeVarTuple
 
 import structlog
 
 from strata_policy.errors import GenerationConflict, InvalidArgument, StorageUnavailable
-from strata_policy.model import ReclaimResult, Snapshot, WorkloadResult
+from strata_policy.model import ReclaimResult, RunningWorkload, Snapshot, WorkloadResult
 from strata_policy.state.changes import Change, ChangeKind, Delta
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.request_checks import check_request_ids
@@ -48,6 +49,7 @@ from strata_policy.state.store import Limits, RequestKey, Store, request_digest
 
 log = structlog.get_logger("strata.engine")
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 _WORKLOAD = operator.attrgetter("workload")
 
 
@@ -103,65 +105,75 @@ class Committer:
         request_id: str,
         expected_generation: int,
         dry_run: bool,
-        compute: Callable[[ClusterState], Callable[[int], T]],
-        *,
+        compute: Callable[[ClusterState, *Ts], Callable[[int], T]],
+        *args: *Ts,
         caller: str = "",
         digest: bytes = b"",
     ) -> T:
-        """Run ``compute`` on the cluster in a transaction: rolled back for a dry run, else
-        committed (the module docstring's protocol).
+        """Run ``compute(state, *args)`` on the cluster in a transaction: rolled back for a dry
+        run or no change, else committed (the module docstring's protocol).
 
         ``compute`` changes the state and returns a function of the resulting generation that
         builds the answer (results carry the generation). A committed call with a ``digest``
         (made only when it has a ``request_id``: ``body_digest``) is remembered under
         ``caller``, and a repeat of it answered from memory.
+
+        One workload's Admit runs this on every call, so it is written for that: ``args``
+        rather than a closure, the transaction opened and closed by two calls
+        (``ClusterState.begin``/``end``), the idempotency memory and the generation check
+        asked only when the call names them, and the task mix and checkpoint steps taken only
+        when they have something to do.
         """
         check_request_ids(cluster_id, request_id)
         slot = self.store.slot(cluster_id)
         with slot.lock:
-            key: RequestKey = (caller, cluster_id, method, request_id)
-            remembered = self.store.answer(key, digest)  # none for a dry run: no digest
-            if remembered is not None:
-                return remembered  # type: ignore[return-value]  # the answer this method stored
+            if digest:  # none without a request_id or for a dry run: nothing to remember
+                key: RequestKey = (caller, cluster_id, method, request_id)
+                remembered = self.store.answer(key, digest)
+                if remembered is not None:
+                    return remembered  # type: ignore[return-value]  # the answer this method stored
             state = slot.require(cluster_id)
-            check_generation(cluster_id, expected_generation, state.generation)
-            answer = self.transact(cluster_id, state, dry_run, compute)
-            self.store.remember(key, digest, answer)
+            if expected_generation:
+                check_generation(cluster_id, expected_generation, state.generation)
+            undo = state.begin()
+            committed = False
+            try:
+                finish = compute(state, *args)
+                if not dry_run and undo:
+                    generation = state.generation + 1
+                    answer = finish(generation)
+                    if self.journal is None:  # the workloads upserted, for the task mix
+                        upserts = state.workloads.held_among(state.touched)
+                    else:
+                        upserts = self._journal(state, generation)
+                    state.generation = generation
+                    committed = True
+            finally:
+                state.end(rollback=not committed)  # an error, a dry run, or nothing changed
+            if not committed:  # a call that changed nothing is remembered all the same
+                answer = finish(state.generation)
+            elif len(upserts) == 1:  # one Admit's: no shape table for a batch
+                state.task_mix.observe(upserts[0].workload)
+            elif upserts:
+                state.task_mix.observe_many(map(_WORKLOAD, upserts))
+            if committed and self.journal is not None:
+                self.checkpoint(state)
+            if digest:
+                self.store.remember(key, digest, answer)
             return answer
 
-    def transact(
-        self,
-        cluster_id: str,
-        state: ClusterState,
-        dry_run: bool,
-        compute: Callable[[ClusterState], Callable[[int], T]],
-    ) -> T:
-        """``compute`` in a transaction: rolled back for a dry run or no change; else the
-        change is journaled before the transaction ends (rolled back if the journal refuses),
-        then the generation and task mix move.
+    def _journal(self, state: ClusterState, generation: int) -> list[RunningWorkload]:
+        """Step 3, inside the open transaction: the change appended to the journal (raising,
+        and so rolled back, when the journal refuses); returns the workloads the transaction
+        upserted (held now, in admission order), for the task mix.
 
-        The task mix counts the workloads the transaction upserted: those it touched that are
-        held now. Without a journal that set is all that is needed (the mix's counts do not
-        depend on the order they come in), so no ``Change`` and no ordered delta
-        (``ClusterState.changes``, which sorts) is built."""
-        with state.transaction() as txn:
-            finish = compute(state)
-            if dry_run or not txn.changed:
-                txn.rollback()
-                return finish(state.generation)
-            generation = state.generation + 1
-            answer = finish(generation)
-            held = state.workloads
-            if self.journal is None:
-                upserts = held.held_among(state.touched)
-            else:
-                upserts, removed = state.changes()
-                delta = Delta(upsert_workloads=tuple(upserts), remove_workload_ids=tuple(removed))
-                self.append(Change(cluster_id, generation, ChangeKind.DELTA, delta=delta))
-            state.generation = generation
-        state.task_mix.observe_many(list(map(_WORKLOAD, upserts)))
-        self.checkpoint(state)
-        return answer
+        Without a journal only that set is needed (the mix's counts do not depend on the order
+        they come in): ``mutate`` then builds no ``Change`` and no ordered delta
+        (``ClusterState.changes``, which sorts)."""
+        upserts, removed = state.changes()
+        delta = Delta(upsert_workloads=tuple(upserts), remove_workload_ids=tuple(removed))
+        self.append(Change(state.cluster_id, generation, ChangeKind.DELTA, delta=delta))
+        return upserts
 
     def append(self, change: Change) -> None:
         """Step 3 of the commit protocol: the change made durable, or ``StorageUnavailable``."""

@@ -146,15 +146,20 @@ def borrowed_part(tree: QuotaTree, path: tuple[str, ...], q: Mapping[str, int]) 
     """The part of ``q`` not covered by the idle effective guarantee of every scope on ``path``."""
     out: dict[str, int] = {}
     effective, usages = tree.effective_guarantees, tree.usages
-    for r in sorted(q):
-        covered = q[r]
+    for r, amount in sorted(q.items()):
+        covered = amount  # min(amount, max(idle, 0) of each scope), stopping at 0
         for sid in path:
-            idle = effective[sid].get(r, 0) - usages[sid].get(r, 0)
-            covered = min(covered, max(idle, 0))
-            if covered == 0:
+            guaranteed = effective[sid].get(r, 0)
+            if not guaranteed:  # no guarantee here (the commonest case): all of it borrowed
+                covered = 0
                 break
-        if q[r] > covered:
-            out[r] = q[r] - covered
+            idle = guaranteed - usages[sid].get(r, 0)
+            if idle < covered:
+                covered = idle if idle > 0 else 0
+                if not covered:
+                    break
+        if amount > covered:
+            out[r] = amount - covered
     return out
 
 
@@ -165,8 +170,10 @@ def workload_path(tree: QuotaTree, workload: Workload) -> tuple[str, ...]:
 
 def requested(workload: Workload) -> dict[str, int]:
     """``q``: the workload's total (request × replicas) without zero entries."""
-    replicas = workload.replicas
-    return {r: a * replicas for r, a in workload.request.items() if a > 0}
+    replicas, request = workload.replicas, workload.request
+    if replicas == 1 and min(request.values(), default=1) > 0:  # a copy, without a loop
+        return dict(request)
+    return {r: a * replicas for r, a in request.items() if a > 0}
 
 
 def _limit_reason(scope_id: str, r: str, usage: int, limit: int, request: int) -> Reason:

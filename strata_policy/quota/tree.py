@@ -245,12 +245,16 @@ class QuotaTree:
         Amounts are never negative (validated), so no entry reaches zero here: ``_add`` written
         out without that case, as this runs once per admitted workload.
         """
-        path = self.path(scope_id)
+        try:
+            path = self._path[scope_id]  # ``path``, without a call
+        except KeyError:
+            raise _unknown(scope_id) from None
         live = amounts if 0 not in amounts.values() else {r: a for r, a in amounts.items() if a}
         if not live:
             return
+        items = tuple(live.items())
         for target in (self._own[scope_id], *map(self._usage.__getitem__, path), self._root):
-            for r, a in live.items():
+            for r, a in items:
                 target[r] = target.get(r, 0) + a
 
     def refund(self, scope_id: str, amounts: Resources) -> None:

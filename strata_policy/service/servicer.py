@@ -42,6 +42,8 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 Handler = Callable[["PolicyServicer", Req, grpc.ServicerContext], Resp]
 SERVICE = svc.DESCRIPTOR.services_by_name["PolicyService"]
+_NO_IDENTITY = ("", b"")  # what ``idempotency`` finds for a call without a request_id
+_ORDERS = c.ORDERS
 
 
 class _Idempotent(Protocol):
@@ -187,23 +189,27 @@ class PolicyServicer:
     def Admit(self, request: svc.AdmitRequest, context: grpc.ServicerContext) -> EncodedResponse:
         """The answer written as bytes (``result_encoder.response_bytes``), the bytes an
         ``AdmitResponse`` of the same results serializes to: a one-workload Admit is the
-        commonest call, and builds no response message."""
-        checks.check_batch(
-            self.engine.limits, request.cluster_id, request.request_id, len(request.workloads)
-        )
-        caller, digest = idempotency(request, context)
+        commonest call, and builds no response message. Each field is read once, and a call
+        without a ``request_id`` (no idempotency to work out) and a known order call nothing
+        more for them."""
+        cluster_id, request_id = request.cluster_id, request.request_id
+        workloads = request.workloads
+        checks.check_batch(self.engine.limits, cluster_id, request_id, len(workloads))
+        caller, digest = idempotency(request, context) if request_id else _NO_IDENTITY
+        order = _ORDERS.get(request.order) or c.enum_from_proto(_ORDERS, request.order, "order")
         batch = self.engine.admit(
-            request.cluster_id,
-            c.workloads_from_proto(request.workloads),
-            order=c.enum_from_proto(c.ORDERS, request.order, "order"),
+            cluster_id,
+            c.workloads_from_proto(workloads),
+            order=order,
             dry_run=request.dry_run,
             expected_generation=request.expected_generation,
-            request_id=request.request_id,
+            request_id=request_id,
             now_ms=request.now_ms,
             caller=caller,
             body_digest=digest,
         )
-        return EncodedResponse(batch.generation, response_bytes(batch.generation, batch.results))
+        generation = batch.generation
+        return EncodedResponse(generation, response_bytes(generation, batch.results))
 
     @errors_to_status
     def Place(self, request: DecodedPlace, context: grpc.ServicerContext) -> EncodedResponse:

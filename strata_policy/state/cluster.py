@@ -304,6 +304,33 @@ class ClusterState:
         """
         return Transaction(self)
 
+    def begin(self) -> list[Undo]:
+        """Open a transaction without a ``Transaction`` (``engine.commit``'s path, taken by
+        every Admit: two calls instead of four): the returned undo list is empty until
+        something changes. ``end`` closes it. Not re-entrant."""
+        if self._undo is not None:
+            raise RuntimeError("transaction already open")
+        undo: list[Undo] = []
+        self._undo = undo
+        if self.touched:  # emptied in place: none is held past a call (``created`` and
+            self.touched.clear()  # ``_added`` grow only with ``touched``)
+            self.created.clear()
+            self._added.clear()
+        return undo
+
+    def end(self, rollback: bool) -> None:
+        """Close the transaction ``begin`` opened, undoing its changes first (newest first)
+        when ``rollback``."""
+        undo = self._undo
+        if rollback and undo:
+            while undo:
+                undo.pop()()
+        self._undo = None
+        if self.touched:  # as ``begin``: no new sets for the collector on every commit
+            self.touched.clear()
+            self.created.clear()
+            self._added.clear()
+
     # --- internals -----------------------------------------------------------------------
 
     def _record(self, undo: Undo) -> None:
@@ -418,19 +445,11 @@ class Transaction:
         self._state = state
 
     def __enter__(self) -> Transaction:
-        state = self._state
-        if state._undo is not None:
-            raise RuntimeError("transaction already open")
-        state._undo = []
-        state.touched, state.created, state._added = set(), set(), []
+        self._state.begin()
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is not None:
-            self.rollback()
-        state = self._state
-        state._undo = None
-        state.touched, state.created, state._added = set(), set(), []
+        self._state.end(rollback=exc_type is not None)
 
     @property
     def changed(self) -> bool:
