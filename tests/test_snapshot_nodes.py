@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 from google.protobuf.message import DecodeError
@@ -16,7 +18,9 @@ from wire_strategies import int64s, message_of, texts
 from strata_policy.model import Node
 from strata_policy.service import convert
 from strata_policy.service.snapshot_decoder import nodes_from_bytes
-from strata_policy.state.nodes import NodeColumns, NodeMatrix
+from strata_policy.state.node_columns import NodeColumns
+from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.running_columns import nodes_plainly_valid
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
 
@@ -74,7 +78,7 @@ def snapshot_bytes(draw: st.DrawFn) -> tuple[bytes, bool]:
     return b"".join(draw(st.permutations(chunks))), plain
 
 
-def check(buf: bytes, plain: bool) -> tuple[Node, ...] | None:
+def check(buf: bytes, plain: bool) -> Sequence[Node] | None:
     """``nodes_from_bytes(buf)`` against protobuf: equal nodes, or declined (always when
     protobuf refuses the bytes, never when ``plain`` and protobuf reads them)."""
     got = nodes_from_bytes(buf, None)
@@ -90,11 +94,12 @@ def check(buf: bytes, plain: bool) -> tuple[Node, ...] | None:
     for made in got:
         assert all(type(v) is int for v in made.capacity.values())
         assert type(made.unschedulable) is bool
+    assert nodes_plainly_valid(got) == nodes_plainly_valid(tuple(got))  # columns vs objects
     same_matrix(got)
     return got
 
 
-def same_matrix(nodes: tuple[Node, ...]) -> None:
+def same_matrix(nodes: Sequence[Node]) -> None:
     """The matrix built from the nodes' own columns is the one built by reading the nodes."""
     assert isinstance(nodes, NodeColumns)
     plain = tuple(nodes)

@@ -103,11 +103,12 @@ class RunningWorkload:
 class Snapshot:
     """A whole cluster: nodes in snapshot order (the tie-break order), scopes, running work.
 
-    ``workloads`` is a tuple, or a sequence that makes each workload when read (a pushed
-    snapshot's columns, ``state.running_columns``): read it as a ``Sequence``.
+    ``nodes`` and ``workloads`` are tuples, or sequences that make each node or workload when
+    read (a pushed snapshot's columns, ``state.node_columns``, ``state.running_columns``):
+    read them as ``Sequence``s.
     """
 
-    nodes: tuple[Node, ...] = ()
+    nodes: Sequence[Node] = ()
     scopes: tuple[Scope, ...] = ()
     workloads: Sequence[RunningWorkload] = ()
 

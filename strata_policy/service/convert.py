@@ -210,7 +210,9 @@ def snapshot_from_push(request: snapshot_decoder.DecodedPush) -> model.Snapshot:
             whole.append(pb.Snapshot.FromString(body))
         return whole[0]
 
-    nodes = snapshot_decoder.nodes_from_bytes(body, request.nodes_counted)
+    nodes: Sequence[model.Node] | None = snapshot_decoder.nodes_from_bytes(
+        body, request.nodes_counted
+    )
     if nodes is None:
         nodes = tuple(node_from_proto(n) for n in parsed().nodes)
     columns = snapshot_decoder.columns_from_bytes(

@@ -22,7 +22,7 @@ exactly as protobuf does gets ``None`` and the caller converts the plain way
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -34,8 +34,9 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.kernels import snapshot_wire as wire
-from strata_policy.model import Node, RunningWorkload, Scope, new_node
-from strata_policy.state.nodes import NodeColumns, columns_of
+from strata_policy.model import Node, RunningWorkload, Scope
+from strata_policy.state.node_columns import NodeColumns
+from strata_policy.state.nodes import columns_of
 from strata_policy.state.running_columns import RunningColumns
 
 _SEPARATOR = 0
@@ -125,7 +126,7 @@ def _varint(value: int) -> bytes:
 
 def running_columns(
     m: pb.Snapshot,
-    nodes: tuple[Node, ...],
+    nodes: Sequence[Node],
     scopes: tuple[Scope, ...],
     convert: Callable[[pb.RunningWorkload], RunningWorkload],
 ) -> RunningColumns | None:
@@ -137,7 +138,7 @@ def running_columns(
 
 def columns_from_bytes(
     buf: bytes,
-    nodes: tuple[Node, ...],
+    nodes: Sequence[Node],
     scopes: tuple[Scope, ...],
     convert: Callable[[pb.RunningWorkload], RunningWorkload],
     counted: Counts | None = None,
@@ -207,14 +208,15 @@ def columns_from_bytes(
     )
 
 
-def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> tuple[Node, ...] | None:
-    """The nodes of a serialized ``Snapshot``, equal to ``convert.node_from_proto`` of each of
-    its parsed nodes; ``None`` when the kernel declines them (``kernels.snapshot_wire``).
+def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> NodeColumns | None:
+    """The nodes of a serialized ``Snapshot`` as columns (``state.node_columns``), equal to
+    ``convert.node_from_proto`` of each of its parsed nodes; ``None`` when the kernel declines
+    them (``kernels.snapshot_wire``).
 
-    Made in bulk from the kernel's columns: the strings decoded in a few steps, one capacity
+    Read in bulk from the kernel's columns: the strings decoded in a few steps, one capacity
     dict per distinct capacity and one labels dict per distinct set of labels (shared, as
-    ``convert.shared_request`` shares them: the model's dicts are never mutated), then one
-    ``Node`` per record through its slots."""
+    ``convert.shared_request`` shares them: the model's dicts are never mutated); each
+    ``Node`` is made from them when it is read."""
     raw = np.frombuffer(buf, dtype=np.uint8)
     if counted is None:
         counted = wire.walk_nodes(raw, False, *wire.node_arrays(0, 0, 0))
@@ -249,18 +251,6 @@ def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> tuple[Node, ...]
         values,
         sort=False,
     )
-    unschedulable = rows[:, wire.N_UNSCHEDULABLE] != 0
-    with collector_paused():
-        nodes = tuple(
-            map(
-                new_node,
-                ids,
-                capacity,
-                node_labels,
-                unschedulable.tolist(),
-                [models[c] for c in model_code.tolist()],
-            )
-        )
     names = columns_of(set(cap_names))
     column = np.array([names.index(r) for r in cap_names], dtype=np.int64)
     matrix = np.zeros((n, len(names)), dtype=np.int64)
@@ -269,8 +259,17 @@ def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> tuple[Node, ...]
     ]
     ordered = tuple(sorted({*models, ""}))
     recode = np.array([ordered.index(m) for m in models], dtype=np.int64)
-    return NodeColumns.of(
-        nodes, ids, frozenset(cap_names), matrix, ~unschedulable, ordered, recode[model_code]
+    return NodeColumns(
+        ids=ids,
+        capacities=capacity,
+        labels=node_labels,
+        unschedulable=(rows[:, wire.N_UNSCHEDULABLE] != 0).tolist(),
+        wire_models=models,
+        wire_model=model_code.tolist(),
+        listed=frozenset(cap_names),
+        capacity=matrix,
+        models=ordered,
+        model_code=recode[model_code],
     )
 
 

@@ -425,7 +425,7 @@ class ClusterState:
         self._seq[rw.workload.id] = seq
 
     def _restore_nodes(
-        self, matrix: NodeMatrix, nodes: tuple[Node, ...], capacity: dict[str, int]
+        self, matrix: NodeMatrix, nodes: Sequence[Node], capacity: dict[str, int]
     ) -> None:
         self.matrix, self.nodes, self._capacity = matrix, nodes, capacity
 

@@ -45,6 +45,7 @@ from strata_policy.model.objects import Node, RunningWorkload
 from strata_policy.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU, RESERVED, Resources
 from strata_policy.state import allocation
 from strata_policy.state.allocation import ReplicaRows
+from strata_policy.state.node_columns import NodeColumns
 
 CPU_COL = 0
 MEMORY_COL = 1
@@ -87,46 +88,6 @@ def columns_of(listed: set[str]) -> tuple[str, ...]:
     return (CPU, MEMORY, GPU, *sorted(listed - set(RESERVED)))
 
 
-class NodeColumns(tuple[Node, ...]):
-    """Nodes (a tuple of them, equal to the plain tuple) that carry their matrix's node data
-    already in arrays, as ``NodeMatrix.from_nodes`` would read it off them: a pushed snapshot
-    whose nodes were read as columns (``service.snapshot_decoder``) builds its matrix from
-    these instead of reading a hundred thousand nodes again. ``listed`` is every resource
-    some node lists (the ``capacity`` columns are ``columns_of(listed)``); ``widest`` the
-    most GPU devices of a node."""
-
-    node_index: dict[str, int]
-    listed: frozenset[str]
-    capacity: np.ndarray
-    schedulable: np.ndarray
-    models: tuple[str, ...]
-    model_code: np.ndarray
-    widest: int
-
-    @classmethod
-    def of(
-        cls,
-        nodes: Sequence[Node],
-        ids: Sequence[str],
-        listed: frozenset[str],
-        capacity: np.ndarray,
-        schedulable: np.ndarray,
-        models: tuple[str, ...],
-        model_code: np.ndarray,
-    ) -> NodeColumns:
-        """``nodes`` with their ids and data in arrays (the caller vouches they are the
-        nodes')."""
-        self = cls(nodes)
-        self.node_index = dict(zip(ids, range(len(ids)), strict=True))  # the last of an id
-        self.listed = listed
-        self.capacity = capacity
-        self.schedulable = schedulable
-        self.models = models
-        self.model_code = model_code
-        self.widest = int(capacity[:, GPU_COL].max()) // MILLI_PER_GPU if len(nodes) else 0
-        return self
-
-
 class NodeMatrix:
     """Nodes × resources as int64 arrays, with per-device GPU free milli (see module docs)."""
 
@@ -154,7 +115,8 @@ class NodeMatrix:
         "version",
     )
 
-    nodes: tuple[Node, ...]
+    nodes: Sequence[Node]
+    """A tuple, or the pushed snapshot's ``NodeColumns`` (each node made when read)."""
     index: dict[str, int]
     resources: tuple[str, ...]
     resource_index: dict[str, int]
@@ -208,7 +170,7 @@ class NodeMatrix:
     @classmethod
     def assemble(
         cls,
-        nodes: tuple[Node, ...],
+        nodes: Sequence[Node],
         index: dict[str, int],
         names: tuple[str, ...],
         capacity: np.ndarray,

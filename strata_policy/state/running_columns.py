@@ -28,6 +28,7 @@ import numpy as np
 
 from strata_policy.model import Node, RunningWorkload, Scope
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU
+from strata_policy.state.node_columns import NodeColumns
 
 # ``state.validate``'s and ``state.request_checks``' bounds (validate imports this module; a
 # test keeps them equal)
@@ -75,7 +76,7 @@ class RunningColumns(Sequence[RunningWorkload]):
     def __init__(
         self,
         *,
-        nodes: tuple[Node, ...],
+        nodes: Sequence[Node],
         scopes: tuple[Scope, ...],
         ids: list[str],
         id_bytes: np.ndarray,
@@ -198,6 +199,8 @@ def nodes_plainly_valid(nodes: Sequence[Node]) -> bool:
     find nothing in ``nodes`` (the columnar path asks this first), asked with C-level passes
     and once per distinct capacity dict (the service shares one per distinct capacity,
     ``convert.shared_request``) rather than once per node."""
+    if type(nodes) is NodeColumns:
+        return nodes.plainly_valid(MAX_ID_LENGTH, MAX_NODE_RESOURCES, MAX_DEVICES_PER_NODE)
     if not nodes:
         return True
     ids = list(map(_ID, nodes))
