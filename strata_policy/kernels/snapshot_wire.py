@@ -33,11 +33,11 @@ import numpy as np
 
 from strata_policy.kernels.config import inline_kernel, kernel
 
-# Columns of ``rows`` (one row per running workload).
+# Fields of ``rows`` (``rows[ID_LO, i]``: running workload i's id start; see ``arrays``).
 RW_LO, RW_HI, ID_LO, ID_HI, SCOPE_LO, SCOPE_HI, MODEL_LO, MODEL_HI = range(8)
 REPLICAS, ADMITTED, REQ_START, REQ_COUNT, PL_START, PL_COUNT = range(8, 14)
 ROW_FIELDS = 14
-# Columns of ``entries`` (request map entries) and ``placements``.
+# Fields of ``entries`` (request map entries) and ``placements``, field by record as ``rows``.
 KEY_LO, KEY_HI, VALUE = range(3)
 ENTRY_FIELDS = 3
 NODE_LO, NODE_HI, DEV_START, DEV_COUNT = range(4)
@@ -268,12 +268,12 @@ def walk_running(
                                 return NO_KEY, 0, 0, 0, 0
                             if fill:
                                 for k in range(req_start, n_entries):
-                                    other_lo, other_hi = entries[k, KEY_LO], entries[k, KEY_HI]
+                                    other_lo, other_hi = entries[KEY_LO, k], entries[KEY_HI, k]
                                     if _same(buf, key_lo, key_hi, other_lo, other_hi):
                                         return REPEATED_KEY, 0, 0, 0, 0
-                                entries[n_entries, KEY_LO] = key_lo
-                                entries[n_entries, KEY_HI] = key_hi
-                                entries[n_entries, VALUE] = amount
+                                entries[KEY_LO, n_entries] = key_lo
+                                entries[KEY_HI, n_entries] = key_hi
+                                entries[VALUE, n_entries] = amount
                             n_entries += 1
                     if w < 0:
                         return MALFORMED, 0, 0, 0, 0
@@ -319,28 +319,28 @@ def walk_running(
                         for b in range(dev_start, a):
                             if devices[a] == devices[b]:
                                 return REPEATED_DEVICE, 0, 0, 0, 0
-                    placements[n_placements, NODE_LO] = node_lo
-                    placements[n_placements, NODE_HI] = node_hi
-                    placements[n_placements, DEV_START] = dev_start
-                    placements[n_placements, DEV_COUNT] = n_devices - dev_start
+                    placements[NODE_LO, n_placements] = node_lo
+                    placements[NODE_HI, n_placements] = node_hi
+                    placements[DEV_START, n_placements] = dev_start
+                    placements[DEV_COUNT, n_placements] = n_devices - dev_start
                 n_placements += 1
         if not seen_workload:
             return NO_WORKLOAD, 0, 0, 0, 0
         if fill:
-            rows[n_rows, RW_LO] = lo
-            rows[n_rows, RW_HI] = hi
-            rows[n_rows, ID_LO] = id_lo
-            rows[n_rows, ID_HI] = id_hi
-            rows[n_rows, SCOPE_LO] = scope_lo
-            rows[n_rows, SCOPE_HI] = scope_hi
-            rows[n_rows, MODEL_LO] = model_lo
-            rows[n_rows, MODEL_HI] = model_hi
-            rows[n_rows, REPLICAS] = replicas
-            rows[n_rows, ADMITTED] = admitted
-            rows[n_rows, REQ_START] = req_start
-            rows[n_rows, REQ_COUNT] = n_entries - req_start
-            rows[n_rows, PL_START] = pl_start
-            rows[n_rows, PL_COUNT] = n_placements - pl_start
+            rows[RW_LO, n_rows] = lo
+            rows[RW_HI, n_rows] = hi
+            rows[ID_LO, n_rows] = id_lo
+            rows[ID_HI, n_rows] = id_hi
+            rows[SCOPE_LO, n_rows] = scope_lo
+            rows[SCOPE_HI, n_rows] = scope_hi
+            rows[MODEL_LO, n_rows] = model_lo
+            rows[MODEL_HI, n_rows] = model_hi
+            rows[REPLICAS, n_rows] = replicas
+            rows[ADMITTED, n_rows] = admitted
+            rows[REQ_START, n_rows] = req_start
+            rows[REQ_COUNT, n_rows] = n_entries - req_start
+            rows[PL_START, n_rows] = pl_start
+            rows[PL_COUNT, n_rows] = n_placements - pl_start
         n_rows += 1
     return OK, n_rows, n_entries, n_placements, n_devices
 
@@ -649,10 +649,12 @@ def warmup() -> None:
 def arrays(
     rows: int, entries: int, placements: int, devices: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Output arrays for ``walk_running`` of the counts a first call answered."""
+    """Output arrays for ``walk_running`` of the counts a first call answered: field by
+    record (``rows[ID_LO]`` is every record's id start), so that each field is a contiguous
+    column its readers take as it is, without a copy."""
     return (
-        np.empty((rows, ROW_FIELDS), dtype=np.int64),
-        np.empty((entries, ENTRY_FIELDS), dtype=np.int64),
-        np.empty((placements, PLACEMENT_FIELDS), dtype=np.int64),
+        np.empty((ROW_FIELDS, rows), dtype=np.int64),
+        np.empty((ENTRY_FIELDS, entries), dtype=np.int64),
+        np.empty((PLACEMENT_FIELDS, placements), dtype=np.int64),
         np.empty(devices, dtype=np.int64),
     )

@@ -159,12 +159,12 @@ def columns_from_bytes(
     if wire.walk_running(raw, True, rows, entries, placements, devices)[0] != wire.OK:
         return None
     try:
-        ids = _strings(raw, buf, rows[:, wire.ID_LO], rows[:, wire.ID_HI])
-        scope_code, scope_ids = _distinct(raw, buf, rows[:, wire.SCOPE_LO], rows[:, wire.SCOPE_HI])
-        model_code, models = _distinct(raw, buf, rows[:, wire.MODEL_LO], rows[:, wire.MODEL_HI])
-        key_code, keys = _distinct(raw, buf, entries[:, wire.KEY_LO], entries[:, wire.KEY_HI])
+        ids = _strings(raw, buf, rows[wire.ID_LO], rows[wire.ID_HI])
+        scope_code, scope_ids = _distinct(raw, buf, rows[wire.SCOPE_LO], rows[wire.SCOPE_HI])
+        model_code, models = _distinct(raw, buf, rows[wire.MODEL_LO], rows[wire.MODEL_HI])
+        key_code, keys = _distinct(raw, buf, entries[wire.KEY_LO], entries[wire.KEY_HI])
         node_code, node_ids = _distinct(
-            raw, buf, placements[:, wire.NODE_LO], placements[:, wire.NODE_HI]
+            raw, buf, placements[wire.NODE_LO], placements[wire.NODE_HI]
         )
     except UnicodeDecodeError:
         return None
@@ -175,15 +175,15 @@ def columns_from_bytes(
         known = {name for x in nodes for name in x.capacity}
         widest = max((x.gpu_devices for x in nodes), default=0)
         node_at = {x.id: i for i, x in enumerate(nodes)}
-    if not known.issuperset(keys) or int(placements[:, wire.DEV_COUNT].max(initial=0)) > widest:
+    if not known.issuperset(keys) or int(placements[wire.DEV_COUNT].max(initial=0)) > widest:
         return None
     n = len(ids)
     resources = tuple(sorted(keys))
     column = np.array([resources.index(k) for k in keys], dtype=np.int64)
     request = np.zeros((n, len(resources)), dtype=np.int64)
-    entry_row = np.repeat(np.arange(n, dtype=np.int64), rows[:, wire.REQ_COUNT])
-    request[entry_row, column[key_code]] = entries[:, wire.VALUE]
-    lo, hi = rows[:, wire.RW_LO].copy(), rows[:, wire.RW_HI].copy()
+    entry_row = np.repeat(np.arange(n, dtype=np.int64), rows[wire.REQ_COUNT])
+    request[entry_row, column[key_code]] = entries[wire.VALUE]
+    lo, hi = rows[wire.RW_LO].copy(), rows[wire.RW_HI].copy()  # rows itself is let go
 
     def make(i: int) -> RunningWorkload:
         return convert(pb.RunningWorkload.FromString(buf[int(lo[i]) : int(hi[i])]))
@@ -192,16 +192,16 @@ def columns_from_bytes(
         nodes=nodes,
         scopes=scopes,
         ids=ids,
-        id_bytes=rows[:, wire.ID_HI] - rows[:, wire.ID_LO],
+        id_bytes=rows[wire.ID_HI] - rows[wire.ID_LO],
         scope=_index(scope_ids, {s.id: i for i, s in enumerate(scopes)})[scope_code],
-        replicas=np.where(rows[:, wire.REPLICAS] == 0, 1, rows[:, wire.REPLICAS]),  # 0: unset
-        admitted_at_ms=rows[:, wire.ADMITTED].copy(),
+        replicas=np.where(rows[wire.REPLICAS] == 0, 1, rows[wire.REPLICAS]),  # 0: unset
+        admitted_at_ms=rows[wire.ADMITTED].copy(),
         resources=resources,
         request=request,
         gpu_models=tuple(models),
         gpu_model=model_code,
-        placement_start=rows[:, wire.PL_START].copy(),
-        placement_count=rows[:, wire.PL_COUNT].copy(),
+        placement_start=rows[wire.PL_START].copy(),
+        placement_count=rows[wire.PL_COUNT].copy(),
         placement_node=_index(node_ids, node_at)[node_code],
         devices=_padded(placements, devices),
         make=make,
@@ -393,10 +393,10 @@ def _index(names: list[str], index: dict[str, int]) -> np.ndarray:
 
 def _padded(placements: np.ndarray, devices: np.ndarray) -> np.ndarray:
     """Each placement's devices in a row, -1 padded to the widest (at least one column)."""
-    start = placements[:, wire.DEV_START]
-    count = placements[:, wire.DEV_COUNT]
+    start = placements[wire.DEV_START]
+    count = placements[wire.DEV_COUNT]
     width = max(int(count.max()) if count.size else 1, 1)
-    out = np.full((placements.shape[0], width), -1, dtype=np.int64)
+    out = np.full((placements.shape[1], width), -1, dtype=np.int64)
     for j in range(width):
         has = count > j
         out[has, j] = devices[start[has] + j]
