@@ -158,6 +158,16 @@ def test_many_label_keys_are_built_entry_by_entry() -> None:
     assert got[0].labels is not got[1].labels
 
 
+@pytest.mark.parametrize("distinct", [1, 2047, 2048, 2049, 3000])
+def test_distinct_strings_past_the_small_table(distinct: int) -> None:
+    """Label values numbered in a small table first, then a whole one when they fill half of
+    it (4096 slots): read as protobuf reads them on either side of the edge."""
+    nodes = [pb.Node(id=f"n{i}", labels={"v": f"{i % distinct}"}) for i in range(3000)]
+    got = check(pb.Snapshot(nodes=nodes).SerializeToString(), plain=True)
+    assert got is not None
+    assert len({id(x.labels) for x in got}) == distinct
+
+
 def test_equal_capacities_share_one_dict() -> None:
     """Nodes with the same capacity share its dict (a hundred thousand nodes, a few dicts)."""
     nodes = [pb.Node(id=f"n{i}", capacity={"cpu": 4 + i % 2, "gpu": 0}) for i in range(10)]

@@ -605,12 +605,14 @@ def distinct(
     seed: int,
 ) -> int:
     """Number the distinct strings ``buf[lo[i]:hi[i]]`` in the order each first comes: ``codes[i]``
-    is string ``i``'s number; answers how many there are. ``table`` is scratch, filled with -1,
-    its size a power of two above ``len(lo)`` (open addressing; it holds the first index of each
-    distinct string). The caller finds string ``c``'s first index as the first ``i`` with
-    ``codes[i] == c``. ``seed`` (``SEED``: random per process) keeps a client from choosing
-    strings that share a slot: the strings come from requests, and a table of colliding ones
-    would make this quadratic."""
+    is string ``i``'s number; answers how many there are, or -1 as soon as they fill half of
+    ``table`` (the caller asks again with a bigger one). ``table`` is scratch, filled with -1,
+    its size a power of two (open addressing; it holds the first index of each distinct
+    string): one above ``2 * len(lo)`` never fills, a small one answers a column of a few
+    distinct strings without a table the size of the column. The caller finds string ``c``'s
+    first index as the first ``i`` with ``codes[i] == c``. ``seed`` (``SEED``: random per
+    process) keeps a client from choosing strings that share a slot: the strings come from
+    requests, and a table of colliding ones would make this quadratic."""
     mask = table.shape[0] - 1
     count = 0
     for i in range(lo.shape[0]):
@@ -618,6 +620,8 @@ def distinct(
         while True:
             j = table[slot]
             if j < 0:
+                if 2 * (count + 1) > table.shape[0]:
+                    return -1
                 table[slot] = i
                 codes[i] = count
                 count += 1

@@ -345,10 +345,9 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     raw.flags.writeable = False  # the type the kernel is warmed for (bytes read by frombuffer)
     lo = np.arange(n, dtype=np.int64) * (width * 8)
     codes = np.empty(n, dtype=np.int64)
-    table = np.full(1 << (2 * max(n, 1)).bit_length(), -1, dtype=np.int64)
+    table = np.full(1 << (2 * max(n, 1)).bit_length(), -1, dtype=np.int64)  # never half full
     wire.distinct(raw, lo, lo + width * 8, codes, table, wire.SEED)
-    firsts = table[table >= 0]
-    return codes, firsts[np.argsort(codes[firsts])]
+    return codes, _firsts(codes)
 
 
 def _strings(raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray) -> list[str]:
@@ -377,13 +376,24 @@ def _distinct(
         codes[:] = 0
         return codes, [""]
     lo, hi = np.ascontiguousarray(lo), np.ascontiguousarray(hi)
-    table = np.full(1 << (2 * n).bit_length(), -1, dtype=np.int64)
-    wire.distinct(raw, lo, hi, codes, table, wire.SEED)
-    firsts = table[table >= 0]
-    firsts = firsts[np.argsort(codes[firsts])]
+    whole = 1 << (2 * n).bit_length()  # never half full: the kernel always answers with it
+    for size in (min(_SMALL_TABLE, whole), whole):
+        if wire.distinct(raw, lo, hi, codes, np.full(size, -1, dtype=np.int64), wire.SEED) >= 0:
+            break
+    firsts = _firsts(codes)
     return codes, [
         buf[a:b].decode() for a, b in zip(lo[firsts].tolist(), hi[firsts].tolist(), strict=True)
     ]
+
+
+_SMALL_TABLE = 1 << 12  # ``_distinct`` tries this table first: a column of a few names
+
+
+def _firsts(codes: np.ndarray) -> np.ndarray:
+    """The first index of each code, codes numbered in the order each first comes
+    (``kernels.snapshot_wire.distinct``): where a code passes every one before it (a pass
+    over the codes, not over a hash table twice their size)."""
+    return np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)
 
 
 def _index(names: list[str], index: dict[str, int]) -> np.ndarray:
