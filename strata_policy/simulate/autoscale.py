@@ -9,11 +9,20 @@ together (an autoscaler's "upcoming nodes"). New nodes cost from the moment they
 a node being replaced goes only once its replacement is ready; a removed node's replicas are
 evicted and wait again.
 
-Figures per autoscaler: total cost; cost over the LP lower bound (``capacity.bound`` over the
-demand of every step, no count limits, integrated like the cost); pending time p50/p99 (arrival
-to placement; a workload never placed counts until the end); evictions; node churn (added +
-removed); guarantee violations (steps, sampled every ``check_every`` steps, where
-``capacity.checks.guarantee_backed`` finds an effective guarantee short).
+Figures per autoscaler: total cost; cost over the lower bound (``capacity.bound.lower_bound``
+with integral node counts over the demand of every step, no count limits, integrated like the
+cost; a step whose solve hit the time limit counts the bound proven by then and is counted in
+``Timeline.inexact``); pending time p50/p99 (arrival, or eviction, to placement); evictions;
+node churn (added + removed); guarantee violations (steps, sampled every ``check_every``
+steps, where ``capacity.checks.guarantee_backed`` finds an effective guarantee short).
+
+**Never placed.** A workload whose departure passes while it still waits (its whole life
+pending, or pending again after an eviction) counts as pending until its departure, and in
+``Timeline.never_placed``: it waited all that time and its demand then ended, so that is the
+wait it saw. Dropping it (as the replay did before) left the worst waits out of p99 exactly
+when an autoscaler is too slow for short-lived work; counting it until the end of the run
+instead would make its wait depend on how long the trace goes on after it left. A workload
+still waiting at the end (no departure, or the run stops) counts until the end.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from typing import Protocol
 
 import numpy as np
 
-from strata_policy.capacity import NodeGroup, bound, checks, scratch
+from strata_policy.capacity import NodeGroup, bound, checks, scratch, time_bound
 from strata_policy.capacity.catalog import GROUP_LABEL, could_hold
 from strata_policy.engine import Engine
 from strata_policy.model import HOSTNAME_KEY, Node, Scope, Snapshot, Workload
@@ -72,6 +81,10 @@ class Timeline:
     removed: int = 0
     failures: list[Failure] = field(default_factory=list)
     waits_s: list[float] = field(default_factory=list)
+    never_placed: int = 0
+    inexact: int = 0
+    bound_total: float = 0.0
+    joined: bool = False
     evictions: int = 0
     churn: int = 0
     violations: int = 0
@@ -104,6 +117,9 @@ class Summary:
     short: int = 0
     missed: int = 0
     false_alarms: int = 0
+    never_placed: int = 0
+    steps: int = 0
+    inexact: int = 0
 
     @property
     def ratio(self) -> float:
@@ -140,6 +156,7 @@ def replay(
     serial = 0
     due_failures = sorted(failures)
     rng = random.Random(seed)
+    demands: list[list[Workload]] = []
     i, now = 0, 0.0
     while now <= end_s + step_s or waiting:
         if now > end_s + 48 * 3600:
@@ -152,9 +169,11 @@ def replay(
             i += 1
         _, snap = engine.snapshot(CLUSTER)
         gone = [rw.workload.id for rw in snap.workloads if leave.get(rw.workload.id, 1e30) <= now]
-        gone += [wid for wid in list(waiting) if leave.get(wid, 1e30) <= now]
-        for wid in gone:
-            waiting.pop(wid, None)
+        expired = [wid for wid in list(waiting) if leave.get(wid, 1e30) <= now]
+        for wid in expired:  # never placed: pending until its departure (module docstring)
+            out.waits_s.append(max(0.0, leave[wid] - waiting.pop(wid)[1]))
+        out.never_placed += len(expired)
+        gone += expired
         if gone:
             engine.release(CLUSTER, gone)
         ready = [nd for t, nd in ordered if t <= now]
@@ -219,7 +238,10 @@ def replay(
         empty, idle = _idle(state.matrix, state.nodes, by_id)
         out.empty_per_hour.append(empty)
         out.idle_per_hour.append(idle)
-        out.bound_per_hour.append(_bound(groups, demand))
+        demands.append(demand)
+        lower, exact = _bound(groups, demand)
+        out.bound_per_hour.append(lower)
+        out.inexact += not exact
         out.pending.append(len(waiting))
         if len(out.times_h) % check_every == 0:
             out.checked += 1
@@ -228,6 +250,12 @@ def replay(
                 out.violations += 1
         now += step_s
     out.waits_s.extend(end_s - a for _, a in waiting.values())
+    joined = time_bound.time_bound(
+        _columns(groups), demands, out.bound_per_hour, step_s / 3600, pinned=not out.failures
+    )
+    out.bound_total, out.joined = joined.value, joined.joined
+    if joined.joined:
+        out.bound_per_hour = list(joined.per_step)
     return out
 
 
@@ -242,7 +270,7 @@ def _fail(
     domain, node_ids = chosen
     _, snap = engine.snapshot(CLUSTER)
     return Failure(
-        now, domain, node_ids, failures_.predicted(state, domain),
+        now, domain, node_ids, failures_.predicted(state, domain, options),
         failures_.actual(snap, state, node_ids, options),
     )  # fmt: skip
 
@@ -331,7 +359,14 @@ def _idle(
     return empty, idle
 
 
-def _bound(groups: Sequence[NodeGroup], demand: list[Workload]) -> float:
+def _bound(groups: Sequence[NodeGroup], demand: list[Workload]) -> tuple[float, bool]:
+    """The step's integral bound, and whether it was solved to optimality."""
+    lp = bound.lower_bound(_columns(groups), demand, integral=True)
+    return (lp.value, lp.exact) if lp.feasible else (0.0, True)
+
+
+def _columns(groups: Sequence[NodeGroup]) -> list[bound.GroupColumn]:
+    """One column per group: its template's shape, 0 to ``max_count`` nodes."""
     columns = []
     for g in groups:
         template = g.new_node(0)
@@ -339,8 +374,7 @@ def _bound(groups: Sequence[NodeGroup], demand: list[Workload]) -> float:
             bound.GroupColumn(g.price_per_hour, template.capacity, template.gpu_model, 0.0,
                               float(g.max_count), g.id, template.labels)
         )  # fmt: skip
-    lp = bound.lower_bound(columns, demand)
-    return lp.value if lp.feasible else 0.0
+    return columns
 
 
 def summarise(t: Timeline, step_s: float) -> Summary:
@@ -348,11 +382,12 @@ def summarise(t: Timeline, step_s: float) -> Summary:
     step_h = step_s / 3600
     waits = np.asarray(t.waits_s or [0.0])
     return Summary(
-        t.name, t.total(t.cost_per_hour, step_h), t.total(t.bound_per_hour, step_h),
+        t.name, t.total(t.cost_per_hour, step_h),
+        t.bound_total if t.joined else t.total(t.bound_per_hour, step_h),
         float(np.percentile(waits, 50)), float(np.percentile(waits, 99)),
         t.evictions, t.churn, t.violations, t.checked,
         t.total(t.provisioning_per_hour, step_h), t.total(t.empty_per_hour, step_h),
         t.total(t.idle_per_hour, step_h), t.added, t.removed, len(t.failures),
         sum(1 for f in t.failures if f.actual), sum(1 for f in t.failures if f.missed),
-        sum(1 for f in t.failures if f.false_alarm),
+        sum(1 for f in t.failures if f.false_alarm), t.never_placed, len(t.times_h), t.inexact,
     )  # fmt: skip
