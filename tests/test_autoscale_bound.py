@@ -1,0 +1,30 @@
+"""The replay's bound against what the autoscalers actually pay, on small random replays."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strata_policy.simulate import autoscale
+from strata_policy.simulate.autoscale_catalog import day_catalog, synthetic_day
+from strata_policy.simulate.autoscalers import ClusterAutoscaler, Karpenter, StrataAutoscaler
+
+SCALERS = [StrataAutoscaler(), ClusterAutoscaler("least-waste"), ClusterAutoscaler("price"),
+           Karpenter()]  # fmt: skip
+
+
+@settings(max_examples=3, deadline=None)
+@given(st.integers(0, 10_000))
+def test_every_autoscaler_pays_at_least_the_bound(seed: int) -> None:
+    """Two seeded hours of the synthetic day (PostgreSQL pinned, inference coming and going):
+    every autoscaler's cost is ≥ the joined bound, the bound is the same for all (it depends
+    on the demand only), and it was joined over time (the steady database is pinned)."""
+    scopes, trace = synthetic_day(seed, 2)
+    bounds = set()
+    for scaler in SCALERS:
+        t = autoscale.replay(scaler, day_catalog(), scopes, trace, step_s=300)
+        s = autoscale.summarise(t, 300)
+        assert t.joined
+        assert s.cost >= s.lower_bound > 0
+        bounds.add(round(s.lower_bound, 6))
+    assert len(bounds) == 1
