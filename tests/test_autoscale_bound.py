@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strata_policy.simulate import autoscale
+from strata_policy.simulate import autoscale, autoscale_report
 from strata_policy.simulate.autoscale_catalog import day_catalog, synthetic_day
 from strata_policy.simulate.autoscalers import ClusterAutoscaler, Karpenter, StrataAutoscaler
 
@@ -28,3 +29,18 @@ def test_every_autoscaler_pays_at_least_the_bound(seed: int) -> None:
         assert s.cost >= s.lower_bound > 0
         bounds.add(round(s.lower_bound, 6))
     assert len(bounds) == 1
+
+
+@pytest.mark.parametrize(
+    ("inexact", "joined", "says"),
+    [
+        pytest.param(0, True, "optimal at every step; joined over time", id="exact and joined"),
+        pytest.param(0, False, "optimal at every step, per step", id="a run with failures"),
+        pytest.param(3, False, "3 of 50 steps (x) hit the time limit", id="time limit said"),
+    ],
+)  # fmt: skip
+def test_bound_note_says_how_it_was_solved(inexact: int, joined: bool, says: str) -> None:
+    """The line under the table names the steps whose solve hit the time limit, if any."""
+    row = autoscale.Summary("x", 1.0, 1.0, 0.0, 0.0, 0, 0, 0, 0, steps=50, inexact=inexact,
+                            joined=joined)  # fmt: skip
+    assert says in autoscale_report.bound_note([row])

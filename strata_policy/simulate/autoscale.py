@@ -120,6 +120,7 @@ class Summary:
     never_placed: int = 0
     steps: int = 0
     inexact: int = 0
+    joined: bool = False
 
     @property
     def ratio(self) -> float:
@@ -390,4 +391,5 @@ def summarise(t: Timeline, step_s: float) -> Summary:
         t.total(t.idle_per_hour, step_h), t.added, t.removed, len(t.failures),
         sum(1 for f in t.failures if f.actual), sum(1 for f in t.failures if f.missed),
         sum(1 for f in t.failures if f.false_alarm), t.never_placed, len(t.times_h), t.inexact,
+        t.joined,
     )  # fmt: skip

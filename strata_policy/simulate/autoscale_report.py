@@ -31,13 +31,16 @@ def table(rows: Sequence[Summary]) -> str:
 
 
 def bound_note(rows: Sequence[Summary]) -> str:
-    """How the bound was solved: integral optimum at every step, or where it was not."""
+    """How the bound was solved: integral optimum at every step, or where it was not; and
+    whether it was joined over time (non-preemptible work pinned; not with failures)."""
     inexact = [s for s in rows if s.inexact]
+    joined = any(s.joined for s in rows)
+    how = "; joined over time, non-preemptible work pinned" if joined else ", per step"
     if not inexact:
-        return "bound: integral node counts (MILP), solved to optimality at every step"
+        return f"bound: integral node counts (MILP), optimal at every step{how}"
     worst = max(inexact, key=lambda s: s.inexact)
     return (
-        f"bound: integral node counts (MILP); {worst.inexact} of {worst.steps} steps "
+        f"bound: integral node counts (MILP){how}; {worst.inexact} of {worst.steps} steps "
         f"({worst.name}) hit the time limit and count the bound proven by then (looser)"
     )
 
