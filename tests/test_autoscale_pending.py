@@ -21,21 +21,24 @@ def _run(scaler: autoscale.Autoscaler, trace: list[TimedWorkload]) -> autoscale.
 
 @pytest.mark.parametrize("scaler", SCALERS, ids=lambda s: s.name)
 @pytest.mark.parametrize(
-    ("life_s", "never", "p99"),
+    ("arrive_s", "leave_s", "never", "unseen", "p99"),
     [
-        pytest.param(90, 1, 90.0, id="leaves before its node is ready: pending its whole life"),
-        pytest.param(30, 1, 30.0, id="leaves within one step: 30 s pending"),
-        pytest.param(600, 0, 120.0, id="outlives the provisioning delay: placed after 120 s"),
+        pytest.param(0, 90, 1, 0, 90.0, id="leaves before its node is ready: pending 90 s"),
+        pytest.param(0, 30, 1, 0, 30.0, id="seen at step 0, leaves before step 60: 30 s"),
+        pytest.param(10, 40, 0, 1, 0.0, id="arrives and leaves between steps: seen by none"),
+        pytest.param(0, 600, 0, 0, 120.0, id="outlives the provisioning delay: placed at 120 s"),
     ],
 )  # fmt: skip
 def test_pending_until_departure(
-    scaler: autoscale.Autoscaler, life_s: int, never: int, p99: float
-) -> None:
+    scaler: autoscale.Autoscaler, arrive_s: int, leave_s: int, never: int, unseen: int,
+    p99: float,
+) -> None:  # fmt: skip
     """One workload on an empty cluster (provisioning 120 s): its wait is until placement, or
-    until its departure when it never placed (it used to be dropped: no wait at all)."""
-    trace = [TimedWorkload(workload("w", "t", cpu=1), 0, life_s * 1000)]
+    until its departure when it never placed (it used to be dropped: no wait at all); one no
+    step saw is counted apart and has no wait."""
+    trace = [TimedWorkload(workload("w", "t", cpu=1), arrive_s * 1000, leave_s * 1000)]
     s = _run(scaler, trace)
-    assert s.never_placed == never
+    assert (s.never_placed, s.unseen) == (never, unseen)
     assert s.p99_s == pytest.approx(p99)
 
 

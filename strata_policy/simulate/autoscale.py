@@ -16,13 +16,16 @@ cost; a step whose solve hit the time limit counts the bound proven by then and 
 node churn (added + removed); guarantee violations (steps, sampled every ``check_every``
 steps, where ``capacity.checks.guarantee_backed`` finds an effective guarantee short).
 
-**Never placed.** A workload whose departure passes while it still waits (its whole life
-pending, or pending again after an eviction) counts as pending until its departure, and in
-``Timeline.never_placed``: it waited all that time and its demand then ended, so that is the
-wait it saw. Dropping it (as the replay did before) left the worst waits out of p99 exactly
-when an autoscaler is too slow for short-lived work; counting it until the end of the run
-instead would make its wait depend on how long the trace goes on after it left. A workload
-still waiting at the end (no departure, or the run stops) counts until the end.
+**Never placed.** A workload whose departure passes while it still waits, after a step saw it
+waiting (its whole life pending, or pending again after an eviction), counts as pending until
+its departure, and in ``Timeline.never_placed``: it waited all that time and its demand then
+ended, so that is the wait it saw. Dropping it (as the replay did before) left the worst waits
+out of p99 exactly when an autoscaler is too slow for short-lived work; counting it until the
+end of the run instead would make its wait depend on how long the trace goes on after it
+left. A workload that arrives and leaves between two steps was seen by no decision (the
+replay's resolution, the same for every autoscaler): it is counted in ``Timeline.unseen`` and
+left out of the percentiles, which its short waits would only dilute. A workload still waiting
+at the end (no departure, or the run stops) counts until the end.
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ class Timeline:
     failures: list[Failure] = field(default_factory=list)
     waits_s: list[float] = field(default_factory=list)
     never_placed: int = 0
+    unseen: int = 0
     inexact: int = 0
     bound_total: float = 0.0
     joined: bool = False
@@ -121,6 +125,7 @@ class Summary:
     steps: int = 0
     inexact: int = 0
     joined: bool = False
+    unseen: int = 0
 
     @property
     def ratio(self) -> float:
@@ -172,8 +177,12 @@ def replay(
         gone = [rw.workload.id for rw in snap.workloads if leave.get(rw.workload.id, 1e30) <= now]
         expired = [wid for wid in list(waiting) if leave.get(wid, 1e30) <= now]
         for wid in expired:  # never placed: pending until its departure (module docstring)
-            out.waits_s.append(max(0.0, leave[wid] - waiting.pop(wid)[1]))
-        out.never_placed += len(expired)
+            since = waiting.pop(wid)[1]
+            if since > now - step_s:  # arrived after the last step: no decision saw it
+                out.unseen += 1
+            else:
+                out.waits_s.append(leave[wid] - since)
+                out.never_placed += 1
         gone += expired
         if gone:
             engine.release(CLUSTER, gone)
@@ -391,5 +400,5 @@ def summarise(t: Timeline, step_s: float) -> Summary:
         t.total(t.idle_per_hour, step_h), t.added, t.removed, len(t.failures),
         sum(1 for f in t.failures if f.actual), sum(1 for f in t.failures if f.missed),
         sum(1 for f in t.failures if f.false_alarm), t.never_placed, len(t.times_h), t.inexact,
-        t.joined,
+        t.joined, t.unseen,
     )  # fmt: skip

@@ -13,7 +13,8 @@ def table(rows: Sequence[Summary]) -> str:
     """The figures side by side (markdown), then one line on the bound: integral at every
     step, or how many steps hit the solver's time limit (their bound is the one proven by
     then: looser, never wrong). ``never placed`` = workloads whose departure passed while
-    they waited (counted in the pending percentiles until their departure)."""
+    they waited (counted in the pending percentiles until their departure); those that
+    arrived and left between two steps are counted on a line of their own."""
     lines = [
         "| autoscaler | cost $ | lower bound $ | cost / bound | pending p50 s | pending p99 s "
         "| never placed | evictions | node churn | guarantee violations |",
@@ -27,6 +28,12 @@ def table(rows: Sequence[Summary]) -> str:
         )
     lines.append("")
     lines.append(bound_note(rows))
+    unseen = max((s.unseen for s in rows), default=0)
+    if unseen:
+        lines.append(
+            f"{unseen} workloads arrived and left between two steps (seen by no decision, "
+            "the same for every autoscaler): not in the pending percentiles"
+        )
     return "\n".join(lines)
 
 
