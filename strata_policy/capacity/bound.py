@@ -331,8 +331,9 @@ def _solve_rows(
     time_limit_s: float = MILP_TIME_LIMIT_S,
 ) -> LpResult:
     """``min Σ price·x`` over ``rows`` (``coeffs·x ≥ rhs``, each scaled by its rhs); with
-    ``integral``, over integral ``x`` (see ``lower_bound``). Memoised: the replay asks for the
-    same demand at many steps and for every autoscaler."""
+    ``integral``, over integral ``x`` (see ``lower_bound``). The integral solves are memoised:
+    the replay asks for the same demand at many steps and for every autoscaler (a plan's LP
+    is not: it is solved once per plan, and a memo would flatter repeated benchmark runs)."""
     if not cols:
         return LpResult(0.0, not rows, {}, {})
     if not rows:
@@ -340,17 +341,16 @@ def _solve_rows(
     a_ub = -np.array([[v / rhs for v in coeffs] for coeffs, rhs in rows], dtype=np.float64)
     cost = np.array([c.price for c in cols], dtype=np.float64)
     box = np.array([(c.lo, c.hi) for c in cols], dtype=np.float64)
-    key = (a_ub.tobytes(), a_ub.shape, cost.tobytes(), box.tobytes(), integral)
-    found = _MEMO.get(key)
+    key = (a_ub.tobytes(), a_ub.shape, cost.tobytes(), box.tobytes())
+    found = _MEMO.get(key) if integral else None
     if found is not None:
         return found
     res = linprog(cost, A_ub=a_ub, b_ub=-np.ones(len(rows)), bounds=box, method="highs")
     if res.status != 0:
-        out = LpResult(0.0, False, {}, {})
-    elif not integral:
-        out = LpResult(float(res.fun), True, {}, {})
-    else:
-        out = _integral(cost, a_ub, box, float(res.fun), time_limit_s)
+        return LpResult(0.0, False, {}, {})
+    if not integral:
+        return LpResult(float(res.fun), True, {}, {})
+    out = _integral(cost, a_ub, box, float(res.fun), time_limit_s)
     if len(_MEMO) >= _MEMO_SIZE:
         _MEMO.clear()
     _MEMO[key] = out
