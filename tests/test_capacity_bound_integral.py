@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from capacity_kit import plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_capacity_tight_bound import columns, optimum, tiny
@@ -15,7 +16,8 @@ from strata_policy.capacity import NodeGroup, bound
 from strata_policy.capacity.catalog import could_hold
 from strata_policy.capacity.time_bound import time_bound
 from strata_policy.model import Workload
-from strata_policy.testing import node_group, workload
+from strata_policy.model.decisions import Policy
+from strata_policy.testing import node_group, scope, workload
 
 
 def integral(
@@ -78,6 +80,17 @@ def test_integral_between_lp_and_brute_force(case: tuple) -> None:  # type: igno
     holdable = [w for w in demand if any(could_hold(g.template, w) for g in groups)]
     if best is not None and len(holdable) == len(demand):
         assert got.value <= best + 1e-6
+
+
+@settings(max_examples=20, deadline=None)
+@given(tiny(), st.sampled_from(list(Policy)[1:]))
+def test_integral_below_every_policys_plan(case: tuple, policy: Policy) -> None:  # type: ignore[type-arg]
+    """The integral bound of what a plan holds never exceeds that plan's cost, whatever the
+    placement policy that built it."""
+    groups, demand = case
+    got = plan([], [scope("t")], groups, demand, policy=policy, consolidate=False)
+    held = [w for w in demand if w.id in got.placements]
+    assert integral(groups, held).value <= got.cost_per_hour + 1e-6
 
 
 # The joined bound: a steady database that may not move, a GPU job that comes and goes.
