@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from strata_policy.capacity import time_bound
 from strata_policy.simulate import autoscale, autoscale_report
 from strata_policy.simulate.autoscale_catalog import day_catalog, synthetic_day
 from strata_policy.simulate.autoscalers import ClusterAutoscaler, Karpenter, StrataAutoscaler
@@ -32,15 +33,21 @@ def test_every_autoscaler_pays_at_least_the_bound(seed: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("inexact", "joined", "says"),
+    ("inexact", "how", "says"),
     [
-        pytest.param(0, True, "optimal at every step; joined over time", id="exact and joined"),
-        pytest.param(0, False, "optimal at every step, per step", id="a run with failures"),
-        pytest.param(3, False, "3 of 50 steps (x) hit the time limit", id="time limit said"),
+        pytest.param(0, time_bound.JOINED, "optimal at every step; joined over time",
+                     id="exact and joined"),
+        pytest.param(0, time_bound.NOT_PINNED, "per step (pinning off: failures",
+                     id="a run with failures"),
+        pytest.param(0, time_bound.TIMED_OUT, "the joined LP hit its time limit",
+                     id="joined LP timed out"),
+        pytest.param(3, time_bound.NOTHING_PINNED, "3 of 50 steps (x) hit the time limit",
+                     id="per-step time limit said"),
     ],
 )  # fmt: skip
-def test_bound_note_says_how_it_was_solved(inexact: int, joined: bool, says: str) -> None:
-    """The line under the table names the steps whose solve hit the time limit, if any."""
+def test_bound_note_says_how_it_was_solved(inexact: int, how: str, says: str) -> None:
+    """The line under the table says how the bound was solved, and names the steps whose
+    solve hit the time limit, if any."""
     row = autoscale.Summary("x", 1.0, 1.0, 0.0, 0.0, 0, 0, 0, 0, steps=50, inexact=inexact,
-                            joined=joined)  # fmt: skip
+                            bound_how=how)  # fmt: skip
     assert says in autoscale_report.bound_note([row])

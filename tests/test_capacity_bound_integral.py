@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from test_capacity_tight_bound import columns, optimum, tiny
 
 from strata_policy.capacity import NodeGroup, bound
+from strata_policy.capacity import time_bound as time_bound_module
 from strata_policy.capacity.catalog import could_hold
 from strata_policy.capacity.time_bound import time_bound
 from strata_policy.model import Workload
@@ -144,3 +145,13 @@ def test_joined_between_steps_and_a_static_plan(case: tuple, present: list, stea
     holdable = [w for w in everything if any(could_hold(g.template, w) for g in groups)]
     if best is not None and len(holdable) == len(everything):
         assert got <= best * len(steps) + 1e-6
+
+
+def test_joined_time_limit_falls_back_to_the_steps() -> None:
+    """A joined LP that does not finish in time gives the per-step sum, and says so."""
+    demand = [[DB, JOB], [DB]]
+    floors = [integral([M4, GPU_NODE], d).value for d in demand]
+    time_bound_module._MEMO.clear()
+    got = time_bound(columns([M4, GPU_NODE]), demand, floors, 1.0, time_limit_s=1e-9)
+    assert (got.value, got.joined, got.why) == (pytest.approx(5.0), False,
+                                                time_bound_module.TIMED_OUT)  # fmt: skip

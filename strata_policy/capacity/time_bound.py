@@ -43,7 +43,11 @@ from strata_policy.capacity.bound import GroupColumn, rows_of
 from strata_policy.model import Workload
 
 DEPTH = 5  # window levels: the run, halves, quarters, ... (2^DEPTH leaves)
-TIME_LIMIT_S = 120.0
+TIME_LIMIT_S = 600.0  # once per trace (memoised); about 30 s for a day of 1,440 steps
+JOINED = "joined over time, non-preemptible work pinned"
+NOT_PINNED = "per step (pinning off: failures move non-preemptible work)"
+NOTHING_PINNED = "per step (no non-preemptible work to pin)"
+TIMED_OUT = "per step (the joined LP hit its time limit)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,7 @@ class TimeBound:
     value: float
     per_step: tuple[float, ...]
     joined: bool
+    why: str = ""  # how it was solved, for the replay's table
 
 
 def time_bound(
@@ -71,20 +76,21 @@ def time_bound(
     Memoised on the steps' workload ids (the replay asks once per autoscaler, same demand)."""
     if len(steps) != len(floors):
         raise ValueError(f"{len(steps)} steps but {len(floors)} floors")
-    fallback = TimeBound(sum(floors) * step_h, tuple(floors), False)
+    total = sum(floors) * step_h
     n_t, n_c = len(steps), len(columns)
     windows = _windows(n_t, depth) if n_t else []
     pins = _pinned(steps, windows) if pinned else []
     if not n_c or not any(pins):
-        return fallback
+        return TimeBound(total, tuple(floors), False, NOTHING_PINNED if pinned else NOT_PINNED)
     key = (repr(columns), tuple(tuple(sorted(w.id for w in d)) for d in steps), tuple(floors),
            step_h, depth)  # fmt: skip
     found = _MEMO.get(key)
     if found is None:
         found = _solve(columns, steps, floors, step_h, windows, pins, time_limit_s)
-        _MEMO.clear()  # one trace at a time: keep only the last
-        _MEMO[key] = found
-    return found if found.joined else fallback
+        if found.joined:  # a timed-out solve may finish given more time: not kept
+            _MEMO.clear()  # one trace at a time: keep only the last
+            _MEMO[key] = found
+    return found if found.joined else TimeBound(total, tuple(floors), False, TIMED_OUT)
 
 
 _MEMO: dict[tuple[object, ...], TimeBound] = {}
@@ -134,7 +140,7 @@ def _solve(
         return TimeBound(0.0, (), False)
     x = np.asarray(res.x[:n_x]).reshape(n_t, n_c)
     per_step = tuple(float(v) for v in x @ np.array(price, dtype=np.float64))
-    return TimeBound(max(float(res.fun), sum(floors) * step_h), per_step, True)
+    return TimeBound(max(float(res.fun), sum(floors) * step_h), per_step, True, JOINED)
 
 
 class _Builder:

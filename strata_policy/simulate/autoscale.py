@@ -89,6 +89,7 @@ class Timeline:
     inexact: int = 0
     bound_total: float = 0.0
     joined: bool = False
+    bound_how: str = ""
     evictions: int = 0
     churn: int = 0
     violations: int = 0
@@ -126,6 +127,7 @@ class Summary:
     inexact: int = 0
     joined: bool = False
     unseen: int = 0
+    bound_how: str = ""
 
     @property
     def ratio(self) -> float:
@@ -263,7 +265,7 @@ def replay(
     joined = time_bound.time_bound(
         _columns(groups), demands, out.bound_per_hour, step_s / 3600, pinned=not out.failures
     )
-    out.bound_total, out.joined = joined.value, joined.joined
+    out.bound_total, out.joined, out.bound_how = joined.value, joined.joined, joined.why
     if joined.joined:
         out.bound_per_hour = list(joined.per_step)
     return out
@@ -400,5 +402,5 @@ def summarise(t: Timeline, step_s: float) -> Summary:
         t.total(t.idle_per_hour, step_h), t.added, t.removed, len(t.failures),
         sum(1 for f in t.failures if f.actual), sum(1 for f in t.failures if f.missed),
         sum(1 for f in t.failures if f.false_alarm), t.never_placed, len(t.times_h), t.inexact,
-        t.joined, t.unseen,
+        t.joined, t.unseen, t.bound_how,
     )  # fmt: skip

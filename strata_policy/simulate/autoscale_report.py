@@ -41,8 +41,8 @@ def bound_note(rows: Sequence[Summary]) -> str:
     """How the bound was solved: integral optimum at every step, or where it was not; and
     whether it was joined over time (non-preemptible work pinned; not with failures)."""
     inexact = [s for s in rows if s.inexact]
-    joined = any(s.joined for s in rows)
-    how = "; joined over time, non-preemptible work pinned" if joined else ", per step"
+    hows = sorted({s.bound_how for s in rows if s.bound_how})
+    how = "; " + ", ".join(hows) if hows else ""
     if not inexact:
         return f"bound: integral node counts (MILP), optimal at every step{how}"
     worst = max(inexact, key=lambda s: s.inexact)
