@@ -37,12 +37,13 @@ from typing import Protocol
 
 import numpy as np
 
-from strata_policy.capacity import NodeGroup, bound, checks, scratch, time_bound
+from strata_policy.capacity import NodeGroup, checks, scratch, time_bound
 from strata_policy.capacity.catalog import GROUP_LABEL, could_hold
 from strata_policy.engine import Engine
 from strata_policy.model import HOSTNAME_KEY, Node, Scope, Snapshot, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU
 from strata_policy.placement.place import PlacementOptions, place_batch
+from strata_policy.simulate import autoscale_cost as cost_
 from strata_policy.simulate import autoscale_failures as failures_
 from strata_policy.simulate.autoscale_failures import Failure
 from strata_policy.simulate.autoscalers import Actions, View
@@ -147,9 +148,17 @@ def replay(
     check_every: int = 10,
     failures: Sequence[tuple[float, str]] = (),
     seed: int = 0,
+    held: bool = False,
 ) -> Timeline:
     """Replay ``trace`` (its times divided by ``speedup``) under ``autoscaler``; at each
-    ``(time_s, kind)`` of ``failures`` a node or a zone fails (``autoscale_failures``)."""
+    ``(time_s, kind)`` of ``failures`` a node or a zone fails (``autoscale_failures``).
+
+    The bound is over each step's demand (what runs and what waits: the same for every
+    autoscaler, the figures' yardstick). With ``held`` it is over what this autoscaler's
+    nodes hold at each step, each workload keyed by its nodes (a moved one is another), so
+    it is ≤ what this autoscaler paid by construction: the demand bound is not, for an
+    autoscaler that leaves work waiting pays for less than the demand (test
+    ``test_demand_bound_is_a_yardstick``)."""
     engine = Engine(clock=lambda: 0)
     engine.push_snapshot(CLUSTER, _snapshot(scopes))
     by_id = {g.id: g for g in groups}
@@ -241,17 +250,21 @@ def replay(
             by_id[nd.labels[GROUP_LABEL]].price_per_hour
             for nd in [*state.nodes, *(nd for _, nd in ordered)]
         )
-        demand = [rw.workload for rw in state.workloads.values()] + [w for w, _ in waiting.values()]
+        if held:
+            demand = [cost_.keyed(rw) for rw in state.workloads.values() if rw.placed]
+        else:
+            demand = [rw.workload for rw in state.workloads.values()]
+            demand += [w for w, _ in waiting.values()]
         out.times_h.append(now / 3600)
         out.cost_per_hour.append(price)
         out.provisioning_per_hour.append(
             sum(by_id[nd.labels[GROUP_LABEL]].price_per_hour for _, nd in ordered)
         )
-        empty, idle = _idle(state.matrix, state.nodes, by_id)
+        empty, idle = cost_.idle(state.matrix, state.nodes, by_id)
         out.empty_per_hour.append(empty)
         out.idle_per_hour.append(idle)
         demands.append(demand)
-        lower, exact = _bound(groups, demand)
+        lower, exact = cost_.step_bound(groups, demand)
         out.bound_per_hour.append(lower)
         out.inexact += not exact
         out.pending.append(len(waiting))
@@ -262,8 +275,9 @@ def replay(
                 out.violations += 1
         now += step_s
     out.waits_s.extend(end_s - a for _, a in waiting.values())
+    pinned = held or not out.failures  # with failures, non-preemptible work moves
     joined = time_bound.time_bound(
-        _columns(groups), demands, out.bound_per_hour, step_s / 3600, pinned=not out.failures
+        cost_.columns(groups), demands, out.bound_per_hour, step_s / 3600, pinned=pinned
     )
     out.bound_total, out.joined, out.bound_how = joined.value, joined.joined, joined.why
     if joined.joined:
@@ -349,44 +363,6 @@ def _fits_free(m: NodeMatrix, n: int, w: Workload) -> bool:
         w.request.get(GPU, 0) == 0
         or int(m.gpu_free[n].max(initial=0)) >= min(w.request.get(GPU, 0), MILLI_PER_GPU)
     )
-
-
-def _idle(
-    matrix: NodeMatrix, nodes: Sequence[Node], by_id: dict[str, NodeGroup]
-) -> tuple[float, float]:
-    """Per hour: the price of the ready nodes that hold nothing, and of the unused share of the
-    others (a node's price times one minus its busiest resource's utilisation: the part of
-    it no packing of its current work could have saved less of)."""
-    empty = idle = 0.0
-    for n, nd in enumerate(nodes):
-        g = by_id.get(nd.labels.get(GROUP_LABEL, ""))
-        if g is None:
-            continue
-        cap, alloc = matrix.capacity[n], matrix.allocated[n]
-        if not alloc.any():
-            empty += g.price_per_hour
-            continue
-        util = max(float(a) / float(c) for a, c in zip(alloc, cap, strict=True) if c > 0)
-        idle += g.price_per_hour * (1.0 - min(util, 1.0))
-    return empty, idle
-
-
-def _bound(groups: Sequence[NodeGroup], demand: list[Workload]) -> tuple[float, bool]:
-    """The step's integral bound, and whether it was solved to optimality."""
-    lp = bound.lower_bound(_columns(groups), demand, integral=True)
-    return (lp.value, lp.exact) if lp.feasible else (0.0, True)
-
-
-def _columns(groups: Sequence[NodeGroup]) -> list[bound.GroupColumn]:
-    """One column per group: its template's shape, 0 to ``max_count`` nodes."""
-    columns = []
-    for g in groups:
-        template = g.new_node(0)
-        columns.append(
-            bound.GroupColumn(g.price_per_hour, template.capacity, template.gpu_model, 0.0,
-                              float(g.max_count), g.id, template.labels)
-        )  # fmt: skip
-    return columns
 
 
 def summarise(t: Timeline, step_s: float) -> Summary:
