@@ -214,3 +214,13 @@ def test_a_pushed_table_is_made_in_bulk_once() -> None:
         table.make_all()
         assert len(calls) == 1
     assert engine.snapshot("c")[1].workloads == tuple(want)
+
+
+def test_rows_apart_in_the_bytes() -> None:
+    """Rows with another field between them, or a row whose length is written long, are made
+    as the plain path makes them."""
+    rows = [pb.RunningWorkload(workload=w(id=f"w{i}")).SerializeToString() for i in range(4)]
+    node_field = framed(1, pb.Node(id="n9").SerializeToString())
+    long_length = b"\x1a" + bytes([0x80 | len(rows[2]), 0x00]) + rows[2]
+    buf = framed(3, rows[0]) + node_field + framed(3, rows[1]) + long_length + framed(3, rows[3])
+    check(buf)

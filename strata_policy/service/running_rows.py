@@ -122,19 +122,26 @@ class RowMaker:
         return out
 
     def _framed(self, rows: list[int]) -> bytes:
-        """The rows' bytes framed as a ``Snapshot``'s ``workloads``, in their order."""
+        """The rows' bytes framed as a ``Snapshot``'s ``workloads``, in their order.
+
+        Consecutive rows are one slice of the pushed bytes where nothing but each row's header
+        lies between them: a gap of exactly one tag byte and the length's shortest varint can
+        hold nothing else (the walk found the row's header ending where the row starts, and
+        no shorter header exists), so the bytes there are that header. A run of such rows is
+        one slice behind a header written here for its first row."""
         buf = self.buf
-        los = self.lo[rows].tolist()
-        his = self.hi[rows].tolist()
-        headers: dict[int, bytes] = {}
+        lo, hi = self.lo[rows], self.hi[rows]
+        size = hi - lo
+        width = 1 + sum((size >= 1 << (7 * k)).astype(np.int64) for k in range(1, 5))
+        joined = np.zeros(len(rows), dtype=bool)
+        joined[1:] = (lo[1:] - 1 - width[1:]) == hi[:-1]
+        starts = np.flatnonzero(~joined)
+        ends = np.append(starts[1:], len(rows)) - 1
+        los, his, sizes = lo[starts].tolist(), hi[ends].tolist(), size[starts].tolist()
         parts: list[bytes] = []
-        for lo, hi in zip(los, his, strict=True):
-            size = hi - lo
-            header = headers.get(size)
-            if header is None:
-                header = headers[size] = _WORKLOADS_TAG + _varint(size)
-            parts.append(header)
-            parts.append(buf[lo:hi])
+        for first, last, length in zip(los, his, sizes, strict=True):
+            parts.append(_WORKLOADS_TAG + _varint(length))
+            parts.append(buf[first:last])
         return b"".join(parts)
 
 
