@@ -17,6 +17,7 @@ from strata_policy.model import RunningWorkload, Snapshot
 from strata_policy.service import convert, running_rest, running_rows
 from strata_policy.service.running_rows import RowMaker
 from strata_policy.service.snapshot_decoder import columns_from_bytes
+from strata_policy.state import codec
 from strata_policy.state.running_columns import RunningColumns
 from strata_policy.testing import node, scope
 
@@ -224,3 +225,21 @@ def test_rows_apart_in_the_bytes() -> None:
     long_length = b"\x1a" + bytes([0x80 | len(rows[2]), 0x00]) + rows[2]
     buf = framed(3, rows[0]) + node_field + framed(3, rows[1]) + long_length + framed(3, rows[3])
     check(buf)
+
+
+def test_journal_record_of_a_push_is_made_in_bulk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pushed snapshot's journal form (``codec.snapshot_to_dict``) reads its columns in one
+    bulk make, and equals the plain snapshot's."""
+    rows = [
+        pb.RunningWorkload(workload=w(id=f"w{i}", priority=i % 2), admitted_at_ms=i)
+        for i in range(5)
+    ]
+    buf = snapshot_bytes(list(rows))
+    cols = columns(buf)
+    plain = tuple(convert.running_from_proto(m) for m in pb.Snapshot.FromString(buf).workloads)
+    calls: list[int] = []
+    many = RowMaker.many
+    monkeypatch.setattr(RowMaker, "many", lambda s, c, r: calls.append(len(r)) or many(s, c, r))
+    got = codec.snapshot_to_dict(Snapshot(NODES, SCOPES, cols))
+    assert calls == [5]
+    assert got == codec.snapshot_to_dict(Snapshot(NODES, SCOPES, plain))
