@@ -189,10 +189,10 @@ def columns_from_bytes(
         rows[:, wire.RW_LO].copy(),
         rows[:, wire.RW_HI].copy(),
         convert,
-        entries=rows[:, wire.REQ_COUNT].copy(),
-        device_count=placements[:, wire.DEV_COUNT].copy(),
+        entries=rows[:, wire.REQ_COUNT].astype(np.int32),
+        device_count=placements[:, wire.DEV_COUNT].astype(np.int32),
         node_ids=node_ids,
-        node_code=node_code,
+        node_code=node_code.astype(np.int32),
     )
 
     return RunningColumns(
