@@ -253,6 +253,7 @@ class CallGate(GenericHandler):
         self.observer = observer
         self.tokens = tokens
         self.ready = False
+        self.service_name = service.full_name
         self._methods: dict[str, Handler] = {}
         self._parts: dict[str, Method] = {}
         for name, handler in handlers.items():
@@ -260,6 +261,20 @@ class CallGate(GenericHandler):
             method = Method(path, name, service.methods_by_name[name].input_type.name, handler)
             self._parts[path] = method
             self._methods[path] = self._serve(method, None)
+
+    def add_to(self, server: aio.Server) -> None:
+        """Serve this gate's methods on ``server`` (before it starts).
+
+        Without tokens each method is also a *registered* method: gRPC then matches the call to
+        its handler in its core, as it does Health's, instead of asking ``service`` in Python
+        per call. With tokens every call must come through ``service`` (step 1 reads the
+        call's metadata there), so only the generic handler is added."""
+        server.add_generic_rpc_handlers((self,))
+        if self.tokens is None:
+            prefix = len(self.service_name) + 2
+            server.add_registered_method_handlers(  # type: ignore[attr-defined]  # stubs 1.53
+                self.service_name, {path[prefix:]: h for path, h in self._methods.items()}
+            )
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Handler | None:
         """The handler for a call, authenticated (step 1) when tokens are configured."""
