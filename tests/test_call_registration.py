@@ -1,8 +1,9 @@
 """How the call gate's methods are found per call (``CallGate.add_to``).
 
-Without tokens, PolicyService's methods are registered methods: gRPC matches a call to its handler
-in its core, and ``CallGate.service`` (a Python call per RPC) is never asked. With tokens, every
-call must be looked up there, since authentication reads the call's metadata in that step.
+Without tokens, the methods served on the loop (``calls.REGISTERED``: Admit among them) are
+registered methods: gRPC matches a call to its handler in its core, and ``CallGate.service`` (a
+Python call per RPC) is not asked; the others are looked up there. With tokens, every call must be
+looked up there, since authentication reads the call's metadata in that step.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import policy_service_pb2_grpc as svc_grpc
 
 from strata_policy.service.auth import TokenTable
-from strata_policy.service.calls import CallGate, Slots
+from strata_policy.service.calls import REGISTERED, CallGate, Slots
 from strata_policy.service.servicer import SERVICE
 from tests.gate_server import serve_gate
 
@@ -25,12 +26,16 @@ TOKEN = "t-0123456789abcdef"
 
 
 def _handlers() -> dict[str, Any]:
-    """GetCluster answering generation 7, as a sync handler."""
+    """Admit and GetCluster answering generation 7, as sync handlers."""
     return {
-        "GetCluster": grpc.unary_unary_rpc_method_handler(
-            lambda request, context: svc.GetClusterResponse(generation=7),
-            request_deserializer=svc.GetClusterRequest.FromString,
-            response_serializer=svc.GetClusterResponse.SerializeToString,
+        name: grpc.unary_unary_rpc_method_handler(
+            lambda request, context, response=response: response(generation=7),
+            request_deserializer=getattr(svc, f"{name}Request").FromString,
+            response_serializer=response.SerializeToString,
+        )
+        for name, response in (
+            ("Admit", svc.AdmitResponse),
+            ("GetCluster", svc.GetClusterResponse),
         )
     }
 
@@ -57,17 +62,26 @@ def gate(request: pytest.FixtureRequest) -> Iterator[CountingGate]:
         yield CountingGate(_handlers(), SERVICE, pool, Slots(4), tokens=tokens)
 
 
-def test_lookups_per_call(gate: CountingGate) -> None:
-    """Calls are answered either way; only a gate with tokens is asked for each call's handler."""
+@pytest.mark.parametrize(
+    ("method", "registered"),
+    [
+        pytest.param("Admit", True, id="Admit: served on the loop, registered"),
+        pytest.param("GetCluster", False, id="GetCluster: looked up"),
+    ],
+)
+def test_lookups_per_call(gate: CountingGate, method: str, registered: bool) -> None:
+    """Calls are answered either way; the gate is asked for a call's handler unless the method
+    is registered and no tokens are checked."""
+    assert (method in REGISTERED) == registered
     metadata = (("authorization", f"Bearer {TOKEN}"),)
     with serve_gate(gate) as channel:
         stub = svc_grpc.PolicyServiceStub(channel)  # type: ignore[no-untyped-call]
+        request = getattr(svc, f"{method}Request")(cluster_id="c")
         before = gate.looked_up
         for _ in range(3):
-            reply = stub.GetCluster(svc.GetClusterRequest(cluster_id="c"), metadata=metadata)
-            assert reply.generation == 7
+            assert getattr(stub, method)(request, metadata=metadata).generation == 7
         asked = gate.looked_up - before
-    assert asked == (3 if gate.tokens is not None else 0)
+    assert asked == (0 if registered and gate.tokens is None else 3)
 
 
 def test_unknown_methods_are_unimplemented(gate: CountingGate) -> None:
