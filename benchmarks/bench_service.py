@@ -336,6 +336,30 @@ def push_vs_parse(raw: bytes, nodes: int, workloads: int) -> list[str]:
 _NO_CONTEXT: Any = None  # the handler reads its context only for a request_id or an error
 
 
+def first_read_after_push(raw: bytes, nodes: int, workloads: int) -> list[str]:
+    """The first ``Engine.snapshot`` after a PushSnapshot (it makes every pushed workload, in
+    bulk: ``service.running_rows``) beside the repeat (every workload already made)."""
+    kernels.warmup()
+    engine = Engine()
+    handler = method_handlers(PolicyServicer(engine))["PushSnapshot"]
+    read, handle = handler.request_deserializer, handler.unary_unary
+    assert read is not None
+    assert handle is not None
+    handle(read(raw), _NO_CONTEXT)
+    t = time.perf_counter()
+    first = engine.snapshot("big")[1]
+    first_s = time.perf_counter() - t
+    assert len(first.workloads) == workloads
+    del first
+    t = time.perf_counter()
+    engine.snapshot("big")
+    repeat_s = time.perf_counter() - t
+    return [
+        f"| first engine snapshot after PushSnapshot, {nodes:,} nodes, {workloads:,} workloads "
+        f"| {first_s * 1000:.0f} ms | {repeat_s * 1000:.0f} ms | {first_s / repeat_s:.1f} |",
+    ]
+
+
 def _peak_rss_gib() -> float:
     """This process's peak resident memory in GiB: Linux's ``VmHWM``, the high-water mark of
     this program's own memory. ``ru_maxrss`` is not that: it carries over an ``exec`` and so
@@ -397,12 +421,21 @@ def run() -> list[str]:
     lines += _in_fresh_process(20_000, 200_000)
     lines += _in_fresh_process(100_000, 0)
     lines += _in_fresh_process(100_000, 1_000_000)
+    lines += [
+        "",
+        "### The first read of every workload after a push, beside its repeat",
+        "",
+        "| measure | first | repeat | ratio |",
+        "|---|---|---|---|",
+    ]
+    lines += _in_fresh_process(20_000, 200_000, "first_read_after_push")
     return lines
 
 
-def _in_fresh_process(nodes: int, workloads: int) -> list[str]:
-    """``push_vs_parse`` in a new interpreter that only reads the request's bytes from a file, so
-    its peak RSS is the parse and the push alone (peak RSS cannot be reset within a process)."""
+def _in_fresh_process(nodes: int, workloads: int, measure: str = "push_vs_parse") -> list[str]:
+    """``measure`` (``push_vs_parse``, or another of this module's functions of the same
+    arguments) in a new interpreter that only reads the request's bytes from a file, so its
+    peak RSS is the parse and the push alone (peak RSS cannot be reset within a process)."""
     with tempfile.NamedTemporaryFile(suffix=".bin") as raw:
         raw.write(push_request_bytes(nodes, workloads))
         raw.flush()
@@ -410,9 +443,9 @@ def _in_fresh_process(nodes: int, workloads: int) -> list[str]:
             "import logging, pathlib, structlog\n"
             "structlog.configure("
             "wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))\n"
-            "from benchmarks.bench_service import push_vs_parse\n"
+            f"from benchmarks.bench_service import {measure}\n"
             f"raw = pathlib.Path({raw.name!r}).read_bytes()\n"
-            f"print('\\n'.join(push_vs_parse(raw, {nodes}, {workloads})))\n"
+            f"print('\\n'.join({measure}(raw, {nodes}, {workloads})))\n"
         )
         done = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=1800

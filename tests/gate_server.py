@@ -34,7 +34,7 @@ def serve_gate_at(gate: CallGate) -> Iterator[str]:
 
     async def build() -> tuple[grpc.aio.Server, int]:
         srv = grpc.aio.server()
-        srv.add_generic_rpc_handlers((gate,))
+        gate.add_to(srv)
         health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), srv)
         port = srv.add_insecure_port("127.0.0.1:0")
         await srv.start()

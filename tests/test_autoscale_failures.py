@@ -62,7 +62,7 @@ def test_failover_short_and_predicted(
     snap = snapshot(_nodes(), [GUARANTEED, OTHER], run)
     state = state_of(_nodes(), [GUARANTEED, OTHER], run)
     assert actual(snap, state, nodes, MOST) == short
-    assert predicted(state, domain) == short
+    assert predicted(state, domain, MOST) == short
 
 
 def test_choose_only_domains_running_guaranteed_work() -> None:
@@ -91,3 +91,31 @@ def test_replay_check_names_every_short_domain() -> None:
     assert len(t.failures) == 4
     assert any(f.actual for f in t.failures)  # not vacuous: some domain was short
     assert all(not f.missed for f in t.failures)
+
+
+LEAST = PlacementOptions(policy=Policy.LEAST_ALLOCATED)
+
+
+@pytest.mark.parametrize(
+    ("options", "short"),
+    [
+        pytest.param(MOST, (), id="packing scheduler: small replica to the fuller node, big fits"),
+        pytest.param(LEAST, (("g", "cpu"),),
+                     id="spreading scheduler: small replica to the empty node, big is short"),
+    ],
+)  # fmt: skip
+def test_n_plus_one_packs_as_the_cluster_scheduler(options: PlacementOptions, short: tuple) -> None:  # type: ignore[type-arg]
+    """Seed 2's missed zone in small: the N+1 check re-places as the cluster's scheduler does
+    (priority, then id; its policy), so it names what the replay finds short (it used to
+    pack with MOST_ALLOCATED whatever the cluster ran, and named nothing here)."""
+    nodes = [node("n1", 8, 32), node("n2", 4, 16), node("n3", 4, 16)]
+    run = [
+        running(workload("a-small", "g", cpu=1, preemptible=False), "n1"),
+        running(workload("b-big", "g", cpu=4, preemptible=False), "n1"),
+        running(workload("busy", "o", cpu=3, preemptible=False), "n3"),
+    ]
+    scopes = [scope("g", guarantee=resources(cpu=5)), OTHER]
+    snap = snapshot(nodes, scopes, run)
+    state = state_of(nodes, scopes, run)
+    assert actual(snap, state, ("n1",), options) == short
+    assert predicted(state, "n1", options) == short

@@ -107,3 +107,16 @@ def test_guarantee_allows_removing_spare() -> None:
     got = plan(nodes, scopes, [GPU], budget=2)
     assert [c.node_id for c in got.consolidation] == ["g1"]
     assert not got.checks
+
+
+def test_several_small_nodes_repacked_onto_the_node_the_plan_adds() -> None:
+    """A pending 8-CPU workload orders a big node; in the same plan the two small nodes' pods
+    move onto its spare room and both small nodes go (what Strata's replay autoscaler relies on
+    when it consolidates beside a scale-up)."""
+    run = [running(workload("a", "t", cpu=3), "n1"), running(workload("b", "t", cpu=3), "n2")]
+    got = plan([_small(1), _small(2)], [scope("t")], [SMALL, BIG],
+               pending=[workload("p", "t", cpu=8)], running=run, budget=2)  # fmt: skip
+    (added,) = got.added_node_ids()
+    assert [c.node_id for c in got.consolidation] == ["n1", "n2"]
+    assert {m.node_id for c in got.consolidation for m in c.moves} == {added}
+    assert got.cost_per_hour == pytest.approx(0.7)

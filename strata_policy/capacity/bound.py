@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import linprog
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 from strata_policy.capacity.catalog import could_hold
 from strata_policy.model import Node, Workload
@@ -47,12 +47,17 @@ class GroupColumn:
 
 @dataclass(frozen=True, slots=True)
 class LpResult:
-    """The optimum, and dual prices per resource and per GPU model set (0 where slack)."""
+    """The optimum, and dual prices per resource and per GPU model set (0 where slack).
+
+    ``exact`` is False when an integral bound (``lower_bound(integral=True)``) hit its time
+    limit: ``value`` is then HiGHS's best proven bound (never below the LP's), not the
+    integral optimum; still a valid lower bound, only a looser one."""
 
     value: float
     feasible: bool
     resource_prices: Mapping[str, float]
     model_prices: Mapping[frozenset[str], float]
+    exact: bool = True
 
 
 def demand(workloads: Sequence[Workload]) -> tuple[dict[str, int], dict[frozenset[str], int]]:
@@ -153,6 +158,9 @@ def value_of(w: Workload, prices: LpResult) -> float:
 # The tight bound: the same LP with rows per usable set, and node-count rows.
 
 _SHARE_LIMITS = (1, 2, 3)  # items above 1/(m+1) of every usable node: at most m per node
+MILP_TIME_LIMIT_S = 2.0  # per integral solve; past it the bound proven so far (exact=False)
+_MEMO_SIZE = 16384
+_MEMO: dict[tuple[object, ...], LpResult] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +177,9 @@ def lower_bound(
     workloads: Sequence[Workload],
     fixed: Sequence[Node] = (),
     floors: Mapping[str, float] | None = None,
+    *,
+    integral: bool = False,
+    time_limit_s: float = MILP_TIME_LIMIT_S,
 ) -> LpResult:
     """The LP of the module docstring, made tighter and still valid for any integral plan:
 
@@ -184,7 +195,31 @@ def lower_bound(
 
     Fixed nodes (in no group, free) count as columns of price 0 held at their number. A
     workload no column or fixed node can hold is left out (no plan holds it).
+
+    **integral** (the replay's bound): the same rows with every ``x_c`` an integer (a MILP,
+    HiGHS branch and bound). Valid: a plan buys whole nodes, so its counts are an integral
+    point of these rows and its cost is ≥ the integral optimum ≥ the LP optimum. This is the
+    indivisibility the LP misses: 6 CPUs on 4-CPU nodes cost 2 nodes, not 1.5; a spread gang
+    of 3 costs three whole nodes, not three fractions of the cheapest. The value
+    reported is HiGHS's *proven* dual bound (``mip_dual_bound``, ≤ the integral optimum),
+    never an incumbent, and at least the LP's optimum; past ``time_limit_s`` it is whatever
+    was proven by then, with ``exact=False`` (never a wrong number, only a looser one).
     """
+    cols, rows = rows_of(columns, workloads, fixed, floors)
+    return _solve_rows(cols, rows, integral, time_limit_s)
+
+
+Rows = list[tuple[list[float], float]]
+
+
+def rows_of(
+    columns: Sequence[GroupColumn],
+    workloads: Sequence[Workload],
+    fixed: Sequence[Node] = (),
+    floors: Mapping[str, float] | None = None,
+) -> tuple[list[GroupColumn], Rows]:
+    """``lower_bound``'s columns (``columns`` then one per fixed-node shape) and rows
+    (``coeffs · x ≥ rhs``); every integral plan holding ``workloads`` satisfies them."""
     keys = {k for w in workloads for k in w.node_selector} | {w.spread_key for w in workloads}
     probes, cols = _probes(columns, fixed, keys)
     demands = _demands(workloads)
@@ -194,7 +229,7 @@ def lower_bound(
         if a:
             usable.setdefault(a, []).append(d)
     sets = sorted(usable, key=lambda a: (len(a), sorted(a)))
-    rows: list[tuple[list[float], float]] = []
+    rows: Rows = []
     for a in sets:
         inside = [d for b in sets if b <= a for d in usable[b]]
         need: dict[str, int] = {}
@@ -211,7 +246,7 @@ def lower_bound(
     for g, floor in sorted((floors or {}).items()):
         if floor > 0:
             rows.append(([1.0 if c.group == g else 0.0 for c in cols], floor))
-    return _solve_rows(cols, rows)
+    return cols, rows
 
 
 def _probes(
@@ -289,16 +324,55 @@ def _share(w: Workload, r: str, usable: frozenset[int], probes: Sequence[Node]) 
     return min(amount / probes[i].capacity[r] for i in usable)
 
 
-def _solve_rows(cols: Sequence[GroupColumn], rows: Sequence[tuple[list[float], float]]) -> LpResult:
-    """``min Σ price·x`` over ``rows`` (``coeffs·x ≥ rhs``, each scaled by its rhs)."""
+def _solve_rows(
+    cols: Sequence[GroupColumn],
+    rows: Sequence[tuple[list[float], float]],
+    integral: bool = False,
+    time_limit_s: float = MILP_TIME_LIMIT_S,
+) -> LpResult:
+    """``min Σ price·x`` over ``rows`` (``coeffs·x ≥ rhs``, each scaled by its rhs); with
+    ``integral``, over integral ``x`` (see ``lower_bound``). The integral solves are memoised:
+    the replay asks for the same demand at many steps and for every autoscaler (a plan's LP
+    is not: it is solved once per plan, and a memo would flatter repeated benchmark runs)."""
     if not cols:
         return LpResult(0.0, not rows, {}, {})
     if not rows:
         return LpResult(sum(c.price * c.lo for c in cols), True, {}, {})
     a_ub = -np.array([[v / rhs for v in coeffs] for coeffs, rhs in rows], dtype=np.float64)
-    b_ub = -np.ones(len(rows), dtype=np.float64)
     cost = np.array([c.price for c in cols], dtype=np.float64)
-    res = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=[(c.lo, c.hi) for c in cols], method="highs")
+    box = np.array([(c.lo, c.hi) for c in cols], dtype=np.float64)
+    key = (a_ub.tobytes(), a_ub.shape, cost.tobytes(), box.tobytes())
+    found = _MEMO.get(key) if integral else None
+    if found is not None:
+        return found
+    res = linprog(cost, A_ub=a_ub, b_ub=-np.ones(len(rows)), bounds=box, method="highs")
     if res.status != 0:
         return LpResult(0.0, False, {}, {})
-    return LpResult(float(res.fun), True, {}, {})
+    if not integral:
+        return LpResult(float(res.fun), True, {}, {})
+    out = _integral(cost, a_ub, box, float(res.fun), time_limit_s)
+    if len(_MEMO) >= _MEMO_SIZE:
+        _MEMO.clear()
+    _MEMO[key] = out
+    return out
+
+
+def _integral(
+    cost: np.ndarray, a_ub: np.ndarray, box: np.ndarray, lp: float, time_limit_s: float
+) -> LpResult:
+    """The integral optimum's proven lower bound (never below ``lp``, the relaxation's)."""
+    lo = np.ceil(box[:, 0] - 1e-9)  # an integral count within [lo, hi]
+    hi = np.floor(box[:, 1] + 1e-9)
+    res = milp(
+        cost,
+        constraints=LinearConstraint(-a_ub, lb=np.ones(len(a_ub)), ub=np.inf),
+        integrality=np.ones(len(cost)),
+        bounds=Bounds(lo, hi),
+        options={"time_limit": time_limit_s, "mip_rel_gap": 1e-6},
+    )
+    proven = getattr(res, "mip_dual_bound", None)
+    if res.status == 2:  # integral infeasible (a box too narrow for whole nodes): the LP stands
+        return LpResult(lp, True, {}, {}, exact=False)
+    if proven is None or not np.isfinite(proven):
+        return LpResult(lp, True, {}, {}, exact=False)
+    return LpResult(max(float(proven), lp), True, {}, {}, exact=res.status == 0)

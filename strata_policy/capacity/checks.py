@@ -23,7 +23,14 @@ Units placed stay, so two holders never count the same free capacity.
 within-guarantee replicas the domain runs are placed, one replica at a time (spread is not
 re-checked here: a failover is judged on capacity), on the other schedulable nodes' free
 capacity plus what preemptible borrowed work there frees. What does not fit is ``short``, per
-scope and resource. Domains that run nothing within a guarantee are skipped.
+scope and resource. Domains that run nothing within a guarantee are skipped. The replicas are
+placed as the cluster's scheduler would re-place them: higher priority first (then workload
+id, replica index), with the scheduler's policy (``options``; MOST_ALLOCATED when not given).
+Whether a failover fits depends on who packs it: a spreading scheduler (LEAST_ALLOCATED) puts
+small replicas on the emptiest nodes first and can leave no node with room for a big one,
+where a packing one would fit both; checked with MOST_ALLOCATED, a zone whose failover a
+LEAST_ALLOCATED cluster could not place was named fine (the one domain the replay's N+1 check
+missed, test ``test_n_plus_one_packs_as_the_cluster_scheduler``).
 """
 
 from __future__ import annotations
@@ -192,9 +199,13 @@ def _device_safe(unit: dict[str, int]) -> dict[str, int]:
 
 
 def n_plus_one(
-    matrix: NodeMatrix, tree: QuotaTree, running: Sequence[RunningWorkload]
+    matrix: NodeMatrix,
+    tree: QuotaTree,
+    running: Sequence[RunningWorkload],
+    options: PlacementOptions = _PACK,
 ) -> list[CapacityCheck]:
-    """N_PLUS_ONE shortfalls: every node, then every zone; ``matrix`` is not changed."""
+    """N_PLUS_ONE shortfalls: every node, then every zone, re-placed with ``options`` (the
+    cluster's scheduler); ``matrix`` is not changed."""
     inside, _ = within_guarantee(tree, running)
     if not inside:
         return []
@@ -218,7 +229,7 @@ def n_plus_one(
             domains.append((f"{ZONE_LABEL}={z}", zones[z]))
     out: list[CapacityCheck] = []
     for domain, members in domains:
-        out.extend(_fail_over(work, domain, members, on_node))
+        out.extend(_fail_over(work, domain, members, on_node, options))
     return out
 
 
@@ -227,9 +238,12 @@ def _fail_over(
     domain: str,
     members: list[int],
     on_node: Mapping[int, list[tuple[RunningWorkload, int]]],
+    options: PlacementOptions,
 ) -> list[CapacityCheck]:
-    """Re-place what ``members`` run within guarantees on the rest; undo everything."""
+    """Re-place what ``members`` run within guarantees on the rest, in the scheduler's order
+    (priority, then id and replica); undo everything."""
     lost = [(rw, i) for n in members for rw, i in on_node.get(n, [])]
+    lost.sort(key=lambda ri: (-ri[0].workload.priority, f"{ri[0].workload.id}~{ri[1]}"))
     for rw, i in lost:
         scratch.unallocate(work, rw.workload.request, [rw.placements[i]])
     taken: scratch.Blocked = []
@@ -238,7 +252,7 @@ def _fail_over(
     moving = [scratch.one_replica(rw.workload) for rw, _ in lost]
     short: dict[tuple[str, str], int] = {}
     done = []
-    for w, outcome in zip(moving, place_batch(work, moving, _PACK), strict=True):
+    for w, outcome in zip(moving, place_batch(work, moving, options), strict=True):
         if outcome.placed:
             scratch.allocate(work, w.request, outcome.placements)
             done.append((w, outcome.placements))

@@ -21,6 +21,12 @@ never take one, and a slot can never leak. Streams (server reflection, health Wa
 Health/Check are served on the loop and never hold an engine worker. Every PolicyService call,
 refused or not, ends in one metrics observation with its status code and one record in the log
 (``service.rpc_log``: a line of its own when it did not end OK), written after the answer is sent.
+
+What a call costs here, beyond gRPC's own work (which Health/Check pays too): without tokens
+a method served on the loop is a registered one, found by gRPC's core (``REGISTERED``); the decode
+wrapper, one coroutine (``call``) whose loop-served path awaits nothing, the slot, the inline
+rule, one ``call_soon`` for the log record and the metrics (``metrics_rpc``: one lock). Each
+method's parts are bound once when the gate is built: a call makes no closure.
 """
 
 from __future__ import annotations
@@ -39,12 +45,12 @@ from grpc_status import rpc_status
 
 from strata_policy.engine import NotInPlace
 from strata_policy.errors import (
-    InvalidArgument,
     ServerNotReady,
     SizeLimitExceeded,
     StrataError,
     Unauthenticated,
 )
+from strata_policy.service.call_context import Aborted, Capture, Undecodable, tolerant
 from strata_policy.service.rpc_log import RpcLog
 from strata_policy.service.status import abort_with, to_status
 
@@ -62,6 +68,9 @@ Behaviour = Callable[[Any, Any], Any]
 Rule = Callable[[Any], bool]
 
 _clock = time.perf_counter
+_get_loop = asyncio.get_running_loop
+_OK = grpc.StatusCode.OK
+_TO_WORKER: Any = object()  # ``CallGate._start``'s answer for a call a worker must serve
 
 
 class RpcObserver(Protocol):
@@ -69,33 +78,6 @@ class RpcObserver(Protocol):
 
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
         """Count one finished RPC."""
-
-
-@dataclass(frozen=True, slots=True)
-class Undecodable:
-    """A request whose bytes did not parse; ``error`` says why."""
-
-    error: Exception
-
-    def as_error(self, message_name: str) -> StrataError:
-        """The error the call ends with: the decoder's own, or INVALID_ARGUMENT."""
-        if isinstance(self.error, StrataError):
-            return self.error
-        why = str(self.error) or type(self.error).__name__
-        return InvalidArgument.one(message_name, f"the request's bytes do not parse ({why})")
-
-
-def tolerant(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
-    """``deserialize`` that answers ``Undecodable`` instead of raising, so bad bytes reach the
-    call's own steps (status, log, metrics) rather than gRPC's generic INTERNAL."""
-
-    def read(raw: bytes) -> Any:
-        try:
-            return deserialize(raw)
-        except Exception as exc:  # any parse failure is the client's bad bytes
-            return Undecodable(exc)
-
-    return read
 
 
 class Slots:
@@ -125,65 +107,6 @@ class Slots:
         return self.in_use >= self.maximum
 
 
-class Aborted(Exception):
-    """Raised on the worker by ``Capture.abort_with_status``; ended on the loop."""
-
-    def __init__(self, status: grpc.Status) -> None:
-        super().__init__(status.details)
-        self.status = status
-
-
-class Capture:
-    """The context a servicer method gets on a worker thread: ``status.abort`` ends the method
-    with ``Aborted``, whose status the loop then sends (an aio context cannot be used there).
-
-    It also carries what the servicer reads of the caller for idempotency
-    (``service.identity``): the call's metadata and auth context, copied on the loop, and only
-    for a call with a ``request_id`` (every other call shares the empty ``CAPTURE``).
-
-
-    ``on_loop`` tells a method that it runs on the event loop (``INLINE``): a method whose cost
-    may turn out to grow with the cluster (UpdateSnapshot's plain path) raises
-    ``engine.NotInPlace`` there, and the gate hands the call to a worker instead."""
-
-    __slots__ = ("_auth", "_metadata", "on_loop")
-
-    def __init__(
-        self,
-        metadata: tuple[tuple[str, str | bytes], ...] = (),
-        auth: Mapping[str, Any] | None = None,
-        *,
-        on_loop: bool = False,
-    ) -> None:
-        self._metadata = metadata
-        self._auth: Mapping[str, Any] = auth or {}
-        self.on_loop = on_loop
-
-    @classmethod
-    def of(cls, request: Any, context: Context, *, on_loop: bool = False) -> Capture:
-        """What a servicer method needs of ``context`` to answer ``request``."""
-        if not getattr(request, "request_id", ""):
-            return CAPTURE_ON_LOOP if on_loop else CAPTURE
-        metadata = tuple(context.invocation_metadata() or ())
-        return cls(metadata, context.auth_context(), on_loop=on_loop)
-
-    def abort_with_status(self, status: grpc.Status) -> None:
-        """Stop the method; the loop answers with ``status``."""
-        raise Aborted(status)
-
-    def invocation_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
-        """The call's metadata (``authorization`` among it), as gRPC's context gives it."""
-        return self._metadata
-
-    def auth_context(self) -> Mapping[str, Any]:
-        """The call's auth context (the client certificate's names under mutual TLS)."""
-        return self._auth
-
-
-CAPTURE = Capture()
-CAPTURE_ON_LOOP = Capture(on_loop=True)
-
-
 # The fast path. Handing a call to a worker and back costs two thread wake-ups, which on a
 # loaded 2-core machine was ~100 µs, a quarter of a whole Admit RPC (Admit/Health median 1.19-1.29
 # via a worker vs 1.10 on the loop; 4-client Admit throughput 0.63-0.81 vs 0.89-0.94 of
@@ -207,6 +130,13 @@ INLINE: dict[str, Rule] = {
         )
     ),
 }
+
+
+# The methods gRPC's core matches itself (``CallGate.add_to``): those served on the loop, whose
+# fixed cost is most of their cost. Not every method: grpc.aio's accept loop keeps one pending
+# request per registered method and waits on all of them (``asyncio.wait``) for every call that
+# arrives, so each one registered adds a little to every call, Health/Check's included.
+REGISTERED = frozenset(INLINE)
 
 
 def dry_runs_only(rules: Mapping[str, Rule]) -> dict[str, Rule]:
@@ -253,6 +183,7 @@ class CallGate(GenericHandler):
         self.observer = observer
         self.tokens = tokens
         self.ready = False
+        self.service_name = service.full_name
         self._methods: dict[str, Handler] = {}
         self._parts: dict[str, Method] = {}
         for name, handler in handlers.items():
@@ -260,6 +191,25 @@ class CallGate(GenericHandler):
             method = Method(path, name, service.methods_by_name[name].input_type.name, handler)
             self._parts[path] = method
             self._methods[path] = self._serve(method, None)
+
+    def add_to(self, server: aio.Server) -> None:
+        """Serve this gate's methods on ``server`` (before it starts).
+
+        Without tokens the ``REGISTERED`` methods are also *registered* methods: gRPC then
+        matches their calls to the handler in its core, as it does Health's, instead of asking
+        ``service`` in Python per call. With tokens every call must come through ``service``
+        (step 1 reads the call's metadata there), so only the generic handler is added."""
+        server.add_generic_rpc_handlers((self,))
+        if self.tokens is None:
+            prefix = len(self.service_name) + 2
+            registered = {
+                path[prefix:]: handler
+                for path, handler in self._methods.items()
+                if path[prefix:] in REGISTERED
+            }
+            server.add_registered_method_handlers(  # type: ignore[attr-defined]  # stubs 1.53
+                self.service_name, registered
+            )
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Handler | None:
         """The handler for a call, authenticated (step 1) when tokens are configured."""
@@ -280,16 +230,22 @@ class CallGate(GenericHandler):
         return self._serve(method, grant)
 
     def _serve(self, method: Method, grant: Grant | None) -> Handler:
+        """The handler of ``method`` for calls made with ``grant`` (``None``: no tokens).
+
+        Everything a call needs of its method is bound here, once: a call makes no closure and
+        looks nothing up by name, and one served on the loop (``INLINE``) awaits nothing."""
         behaviour = method.handler.unary_unary
         assert behaviour is not None, "PolicyService methods are unary"
-        loop_run = self._run
+        start, on_worker, emit, short = self._start, self._on_worker, self._emit, method.short
 
         async def call(request: Any, context: Context) -> Any:
             started = _clock()
-            code = grpc.StatusCode.OK
+            code = _OK
             response = None
             try:
-                response = await loop_run(method, behaviour, grant, request, context)
+                response = start(method, behaviour, grant, request, context)
+                if response is _TO_WORKER:
+                    response = await on_worker(behaviour, request, context)
                 if grant is not None:
                     from strata_policy.service.auth import visible_to  # noqa: PLC0415  # tokens
 
@@ -306,9 +262,7 @@ class CallGate(GenericHandler):
                 code = grpc.StatusCode.CANCELLED
                 raise
             finally:
-                asyncio.get_running_loop().call_soon(
-                    self._emit, method.short, request, response, code, _clock() - started
-                )
+                _get_loop().call_soon(emit, short, request, response, code, _clock() - started)
 
         return grpc.unary_unary_rpc_method_handler(
             call,
@@ -316,7 +270,7 @@ class CallGate(GenericHandler):
             response_serializer=method.handler.response_serializer,
         )
 
-    async def _run(
+    def _start(
         self,
         method: Method,
         behaviour: Behaviour,
@@ -324,7 +278,9 @@ class CallGate(GenericHandler):
         request: Any,
         context: Context,
     ) -> Any:
-        """Steps 2-6 for a decoded request; raises the ``StrataError`` a refusal ends with."""
+        """Steps 2-6 for a decoded request, on the loop: the answer of a call served here, or
+        ``_TO_WORKER`` with a slot taken for a worker's job; raises the ``StrataError`` a
+        refusal ends with."""
         if type(request) is Undecodable:
             raise request.as_error(method.request_name)
         if not self.ready:
@@ -337,22 +293,29 @@ class CallGate(GenericHandler):
             raise SizeLimitExceeded(
                 "max_concurrent_rpcs", self.slots.in_use + 1, self.slots.maximum
             )
-        cluster_id: str = getattr(request, "cluster_id", "")
         small = self.inline.get(method.short)
-        if small is not None and small(request) and cluster_id not in self._busy:
+        if (
+            small is not None
+            and small(request)
+            and getattr(request, "cluster_id", "") not in self._busy
+        ):
             try:  # the fast path: see ``INLINE``
                 answer = behaviour(request, Capture.of(request, context, on_loop=True))
             except NotInPlace:
-                pass  # more than the loop may spend after all: a worker takes it, this slot too
+                return _TO_WORKER  # more than the loop may spend after all: a worker takes it
             except BaseException:
                 self.slots.give()
                 raise
-            else:
-                self.slots.give()
-                return answer
+            self.slots.give()
+            return answer
+        return _TO_WORKER
+
+    async def _on_worker(self, behaviour: Behaviour, request: Any, context: Context) -> Any:
+        """Step 6 on an engine worker, for a call holding a slot (``_start``)."""
         # On a worker, the slot and the cluster's busy mark last as long as the job, not the
         # call: a call cancelled while its job runs must not let a fast-path call on the same
         # cluster wait for that job's lock on the loop, nor free a slot while the work goes on.
+        cluster_id: str = getattr(request, "cluster_id", "")
         self._busy[cluster_id] = self._busy.get(cluster_id, 0) + 1
         try:
             job = self.executor.submit(behaviour, request, Capture.of(request, context))
@@ -385,8 +348,8 @@ class CallGate(GenericHandler):
         self, method: str, request: Any, response: Any, code: grpc.StatusCode, seconds: float
     ) -> None:
         self.rpc_log.record(method, request, response, code, seconds)
-        if self.observer is not None:
-            self.observer.observe_rpc(method, code.name, seconds)
+        if self.observer is not None:  # an enum's ``name`` is a Python property: OK skips it
+            self.observer.observe_rpc(method, "OK" if code is _OK else code.name, seconds)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[str], None], arg: str) -> None:

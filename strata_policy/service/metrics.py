@@ -42,11 +42,11 @@ import collections
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import grpc
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
+from prometheus_client import CollectorRegistry, Counter, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -60,6 +60,7 @@ from strata_policy.model import (
 )
 from strata_policy.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU
 from strata_policy.service.metrics_http import MetricsListener, split_address
+from strata_policy.service.metrics_rpc import RpcCollector
 
 if TYPE_CHECKING:
     from strata_policy.service.auth import TokenTable
@@ -70,7 +71,6 @@ __all__ = ["CountsCollector", "Metrics", "ScopeCollector", "base_unit", "split_a
 log = structlog.get_logger("strata.metrics")
 
 ClusterSource = Callable[[], Iterable[tuple[str, ClusterInfo]]]
-RpcUpdates = tuple[Callable[[], None], Callable[[float], None]]  # a counter's inc, an observe
 LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0, 30.0,
@@ -230,14 +230,8 @@ class Metrics:
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.tokens = tokens
-        self.rpcs = Counter(
-            "strata_rpcs", "Finished RPCs by method and gRPC status code.",
-            ("method", "code"), registry=self.registry,
-        )  # fmt: skip
-        self.latency = Histogram(
-            "strata_rpc_duration_seconds", "RPC latency by method.", ("method",),
-            buckets=LATENCY_BUCKETS, registry=self.registry,
-        )  # fmt: skip
+        self.rpcs = RpcCollector(LATENCY_BUCKETS)  # strata_rpcs_total, ..._duration_seconds
+        self.registry.register(self.rpcs)
         self.decisions = CountsCollector(
             "strata_decisions", "Per-workload decisions by method, outcome and first reason code.",
             ("method", "outcome", "reason"),
@@ -256,13 +250,6 @@ class Metrics:
         # process_start_time_seconds tells restarts apart (alerts.yaml: StrataRestarting).
         ProcessCollector(registry=self.registry)
         self._http: MetricsListener | None = None
-        # Labelled children by label values: ``labels()`` validates and locks on every call,
-        # about as much as the rest of a one-workload Admit's bookkeeping. A child is the same
-        # object for the same values for the metric's lifetime (nothing here removes one).
-        self._children: dict[tuple[object, ...], Any] = {}
-        # What one finished RPC updates, by (method, code): its counter's ``inc`` and its
-        # method's histogram's ``observe``, looked up once per call.
-        self._rpc_updates: dict[tuple[str, str], RpcUpdates] = {}
         self._start_at_zero(policy_methods() if methods is None else methods)
 
     @classmethod
@@ -275,10 +262,7 @@ class Metrics:
 
     def _start_at_zero(self, methods: Sequence[str]) -> None:
         """Create every labelled series whose label values are known, at 0."""
-        for method in methods:
-            for code in grpc.StatusCode:
-                self._child(self.rpcs, method, code.name)
-            self._child(self.latency, method)
+        self.rpcs.start_at_zero(methods, (code.name for code in grpc.StatusCode))
         for method in DECIDING_METHODS:
             for decision in Decision:
                 self.decisions.inc((method, decision._value_, ""), 0)
@@ -290,24 +274,9 @@ class Metrics:
         for victim in VictimReason:
             self.victims.labels(victim.value)
 
-    def _child(self, metric: Counter | Histogram, *values: str) -> Any:
-        key = (metric, *values)
-        found = self._children.get(key)
-        if found is None:
-            found = self._children[key] = metric.labels(*values)
-        return found
-
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
         """Count one finished RPC (``code`` is the status name, e.g. ``"OK"``)."""
-        updates = self._rpc_updates.get((method, code))
-        if updates is None:
-            updates = self._rpc_updates[method, code] = (
-                self._child(self.rpcs, method, code).inc,
-                self._child(self.latency, method).observe,
-            )
-        count, observe = updates
-        count()
-        observe(seconds)
+        self.rpcs.observe(method, code, seconds)
 
     def observe_results(
         self, method: str, results: Sequence[WorkloadResult], placed: int = 0

@@ -58,7 +58,7 @@ class RpcLog:
         self.every = every
         enabled = getattr(log.bind(), "is_enabled_for", None)  # structlog's filtering loggers
         self.debug = enabled is None or bool(enabled(logging.DEBUG))
-        self._counts: dict[tuple[str, grpc.StatusCode], int] = {}
+        self._counts: dict[tuple[str, str], int] = {}  # (method, code's name): calls
         self._slowest: SlowestCall | None = None
         self._timer: asyncio.TimerHandle | None = None
 
@@ -66,7 +66,10 @@ class RpcLog:
         self, method: str, request: Any, response: Any, code: grpc.StatusCode, seconds: float
     ) -> None:
         """Count one finished call and write its line if its code and the log level say so."""
-        key = (method, code)
+        # Keyed by the code's name: hashing an enum member is a Python call (``Enum.__hash__``),
+        # and so is its ``name``, which OK, nearly every call, does not need.
+        name = "OK" if code is _OK else code.name
+        key = (method, name)
         self._counts[key] = self._counts.get(key, 0) + 1
         slowest = self._slowest
         if slowest is None or seconds > slowest.seconds:
@@ -90,7 +93,7 @@ class RpcLog:
             cluster_id=_clipped(request, "cluster_id"),
             request_id=_clipped(request, "request_id"),
             generation=getattr(response, "generation", None),
-            code=code.name,
+            code=name,
             duration_ms=round(seconds * 1000, 3),
         )
 
@@ -104,8 +107,8 @@ class RpcLog:
             return
         self._counts, self._slowest = {}, None
         by_method: dict[str, dict[str, int]] = {}
-        for (method, code), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1].name)):
-            by_method.setdefault(method, {})[code.name] = n
+        for (method, code), n in sorted(counts.items()):
+            by_method.setdefault(method, {})[code] = n
         log.info(
             "rpcs",
             calls=sum(counts.values()),

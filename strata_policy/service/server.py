@@ -131,7 +131,7 @@ class Server:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        server.add_generic_rpc_handlers((self.gate,))
+        self.gate.add_to(server)
         servicer = ServerHealth(self.slots)
         for name in ("", SERVICE_NAME):
             await servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

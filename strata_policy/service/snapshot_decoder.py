@@ -35,6 +35,7 @@ from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.kernels import snapshot_wire as wire
 from strata_policy.model import Node, RunningWorkload, Scope
+from strata_policy.service.running_rows import RowMaker
 from strata_policy.state.node_columns import NodeColumns
 from strata_policy.state.nodes import columns_of
 from strata_policy.state.running_columns import RunningColumns
@@ -183,10 +184,18 @@ def columns_from_bytes(
     request = np.zeros((n, len(resources)), dtype=np.int64)
     entry_row = np.repeat(np.arange(n, dtype=np.int64), rows[wire.REQ_COUNT])
     request[entry_row, column[key_code]] = entries[wire.VALUE]
-    lo, hi = rows[wire.RW_LO].copy(), rows[wire.RW_HI].copy()  # rows itself is let go
-
-    def make(i: int) -> RunningWorkload:
-        return convert(pb.RunningWorkload.FromString(buf[int(lo[i]) : int(hi[i])]))
+    # one row made from its bytes, or every pending row in bulk (``service.running_rows``);
+    # what it keeps is copied, so that the walk's arrays are let go
+    make = RowMaker(
+        buf,
+        rows[wire.RW_LO].copy(),
+        rows[wire.RW_HI].copy(),
+        convert,
+        entries=rows[wire.REQ_COUNT].astype(np.int32),
+        device_count=placements[wire.DEV_COUNT].astype(np.int32),
+        node_ids=node_ids,
+        node_code=node_code.astype(np.int32),
+    )
 
     return RunningColumns(
         nodes=nodes,

@@ -9,11 +9,23 @@ together (an autoscaler's "upcoming nodes"). New nodes cost from the moment they
 a node being replaced goes only once its replacement is ready; a removed node's replicas are
 evicted and wait again.
 
-Figures per autoscaler: total cost; cost over the LP lower bound (``capacity.bound`` over the
-demand of every step, no count limits, integrated like the cost); pending time p50/p99 (arrival
-to placement; a workload never placed counts until the end); evictions; node churn (added +
-removed); guarantee violations (steps, sampled every ``check_every`` steps, where
-``capacity.checks.guarantee_backed`` finds an effective guarantee short).
+Figures per autoscaler: total cost; cost over the lower bound (``capacity.bound.lower_bound``
+with integral node counts over the demand of every step, no count limits, integrated like the
+cost; a step whose solve hit the time limit counts the bound proven by then and is counted in
+``Timeline.inexact``); pending time p50/p99 (arrival, or eviction, to placement); evictions;
+node churn (added + removed); guarantee violations (steps, sampled every ``check_every``
+steps, where ``capacity.checks.guarantee_backed`` finds an effective guarantee short).
+
+**Never placed.** A workload whose departure passes while it still waits, after a step saw it
+waiting (its whole life pending, or pending again after an eviction), counts as pending until
+its departure, and in ``Timeline.never_placed``: it waited all that time and its demand then
+ended, so that is the wait it saw. Dropping it (as the replay did before) left the worst waits
+out of p99 exactly when an autoscaler is too slow for short-lived work; counting it until the
+end of the run instead would make its wait depend on how long the trace goes on after it
+left. A workload that arrives and leaves between two steps was seen by no decision (the
+replay's resolution, the same for every autoscaler): it is counted in ``Timeline.unseen`` and
+left out of the percentiles, which its short waits would only dilute. A workload still waiting
+at the end (no departure, or the run stops) counts until the end.
 """
 
 from __future__ import annotations
@@ -25,12 +37,13 @@ from typing import Protocol
 
 import numpy as np
 
-from strata_policy.capacity import NodeGroup, bound, checks, scratch
+from strata_policy.capacity import NodeGroup, checks, scratch, time_bound
 from strata_policy.capacity.catalog import GROUP_LABEL, could_hold
 from strata_policy.engine import Engine
 from strata_policy.model import HOSTNAME_KEY, Node, Scope, Snapshot, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU
 from strata_policy.placement.place import PlacementOptions, place_batch
+from strata_policy.simulate import autoscale_cost as cost_
 from strata_policy.simulate import autoscale_failures as failures_
 from strata_policy.simulate.autoscale_failures import Failure
 from strata_policy.simulate.autoscalers import Actions, View
@@ -72,6 +85,12 @@ class Timeline:
     removed: int = 0
     failures: list[Failure] = field(default_factory=list)
     waits_s: list[float] = field(default_factory=list)
+    never_placed: int = 0
+    unseen: int = 0
+    inexact: int = 0
+    bound_total: float = 0.0
+    joined: bool = False
+    bound_how: str = ""
     evictions: int = 0
     churn: int = 0
     violations: int = 0
@@ -104,6 +123,12 @@ class Summary:
     short: int = 0
     missed: int = 0
     false_alarms: int = 0
+    never_placed: int = 0
+    steps: int = 0
+    inexact: int = 0
+    joined: bool = False
+    unseen: int = 0
+    bound_how: str = ""
 
     @property
     def ratio(self) -> float:
@@ -123,9 +148,17 @@ def replay(
     check_every: int = 10,
     failures: Sequence[tuple[float, str]] = (),
     seed: int = 0,
+    held: bool = False,
 ) -> Timeline:
     """Replay ``trace`` (its times divided by ``speedup``) under ``autoscaler``; at each
-    ``(time_s, kind)`` of ``failures`` a node or a zone fails (``autoscale_failures``)."""
+    ``(time_s, kind)`` of ``failures`` a node or a zone fails (``autoscale_failures``).
+
+    The bound is over each step's demand (what runs and what waits: the same for every
+    autoscaler, the figures' yardstick). With ``held`` it is over what this autoscaler's
+    nodes hold at each step, each workload keyed by its nodes (a moved one is another), so
+    it is ≤ what this autoscaler paid by construction: the demand bound is not, for an
+    autoscaler that leaves work waiting pays for less than the demand (test
+    ``test_demand_bound_is_a_yardstick``)."""
     engine = Engine(clock=lambda: 0)
     engine.push_snapshot(CLUSTER, _snapshot(scopes))
     by_id = {g.id: g for g in groups}
@@ -140,6 +173,7 @@ def replay(
     serial = 0
     due_failures = sorted(failures)
     rng = random.Random(seed)
+    demands: list[list[Workload]] = []
     i, now = 0, 0.0
     while now <= end_s + step_s or waiting:
         if now > end_s + 48 * 3600:
@@ -152,9 +186,15 @@ def replay(
             i += 1
         _, snap = engine.snapshot(CLUSTER)
         gone = [rw.workload.id for rw in snap.workloads if leave.get(rw.workload.id, 1e30) <= now]
-        gone += [wid for wid in list(waiting) if leave.get(wid, 1e30) <= now]
-        for wid in gone:
-            waiting.pop(wid, None)
+        expired = [wid for wid in list(waiting) if leave.get(wid, 1e30) <= now]
+        for wid in expired:  # never placed: pending until its departure (module docstring)
+            since = waiting.pop(wid)[1]
+            if since > now - step_s:  # arrived after the last step: no decision saw it
+                out.unseen += 1
+            else:
+                out.waits_s.append(leave[wid] - since)
+                out.never_placed += 1
+        gone += expired
         if gone:
             engine.release(CLUSTER, gone)
         ready = [nd for t, nd in ordered if t <= now]
@@ -210,16 +250,23 @@ def replay(
             by_id[nd.labels[GROUP_LABEL]].price_per_hour
             for nd in [*state.nodes, *(nd for _, nd in ordered)]
         )
-        demand = [rw.workload for rw in state.workloads.values()] + [w for w, _ in waiting.values()]
+        if held:
+            demand = [cost_.keyed(rw) for rw in state.workloads.values() if rw.placed]
+        else:
+            demand = [rw.workload for rw in state.workloads.values()]
+            demand += [w for w, _ in waiting.values()]
         out.times_h.append(now / 3600)
         out.cost_per_hour.append(price)
         out.provisioning_per_hour.append(
             sum(by_id[nd.labels[GROUP_LABEL]].price_per_hour for _, nd in ordered)
         )
-        empty, idle = _idle(state.matrix, state.nodes, by_id)
+        empty, idle = cost_.idle(state.matrix, state.nodes, by_id)
         out.empty_per_hour.append(empty)
         out.idle_per_hour.append(idle)
-        out.bound_per_hour.append(_bound(groups, demand))
+        demands.append(demand)
+        lower, exact = cost_.step_bound(groups, demand)
+        out.bound_per_hour.append(lower)
+        out.inexact += not exact
         out.pending.append(len(waiting))
         if len(out.times_h) % check_every == 0:
             out.checked += 1
@@ -228,6 +275,13 @@ def replay(
                 out.violations += 1
         now += step_s
     out.waits_s.extend(end_s - a for _, a in waiting.values())
+    pinned = held or not out.failures  # with failures, non-preemptible work moves
+    joined = time_bound.time_bound(
+        cost_.columns(groups), demands, out.bound_per_hour, step_s / 3600, pinned=pinned
+    )
+    out.bound_total, out.joined, out.bound_how = joined.value, joined.joined, joined.why
+    if joined.joined:
+        out.bound_per_hour = list(joined.per_step)
     return out
 
 
@@ -242,7 +296,7 @@ def _fail(
     domain, node_ids = chosen
     _, snap = engine.snapshot(CLUSTER)
     return Failure(
-        now, domain, node_ids, failures_.predicted(state, domain),
+        now, domain, node_ids, failures_.predicted(state, domain, options),
         failures_.actual(snap, state, node_ids, options),
     )  # fmt: skip
 
@@ -311,48 +365,18 @@ def _fits_free(m: NodeMatrix, n: int, w: Workload) -> bool:
     )
 
 
-def _idle(
-    matrix: NodeMatrix, nodes: Sequence[Node], by_id: dict[str, NodeGroup]
-) -> tuple[float, float]:
-    """Per hour: the price of the ready nodes that hold nothing, and of the unused share of the
-    others (a node's price times one minus its busiest resource's utilisation: the part of
-    it no packing of its current work could have saved less of)."""
-    empty = idle = 0.0
-    for n, nd in enumerate(nodes):
-        g = by_id.get(nd.labels.get(GROUP_LABEL, ""))
-        if g is None:
-            continue
-        cap, alloc = matrix.capacity[n], matrix.allocated[n]
-        if not alloc.any():
-            empty += g.price_per_hour
-            continue
-        util = max(float(a) / float(c) for a, c in zip(alloc, cap, strict=True) if c > 0)
-        idle += g.price_per_hour * (1.0 - min(util, 1.0))
-    return empty, idle
-
-
-def _bound(groups: Sequence[NodeGroup], demand: list[Workload]) -> float:
-    columns = []
-    for g in groups:
-        template = g.new_node(0)
-        columns.append(
-            bound.GroupColumn(g.price_per_hour, template.capacity, template.gpu_model, 0.0,
-                              float(g.max_count), g.id, template.labels)
-        )  # fmt: skip
-    lp = bound.lower_bound(columns, demand)
-    return lp.value if lp.feasible else 0.0
-
-
 def summarise(t: Timeline, step_s: float) -> Summary:
     """A timeline's totals."""
     step_h = step_s / 3600
     waits = np.asarray(t.waits_s or [0.0])
     return Summary(
-        t.name, t.total(t.cost_per_hour, step_h), t.total(t.bound_per_hour, step_h),
+        t.name, t.total(t.cost_per_hour, step_h),
+        t.bound_total if t.joined else t.total(t.bound_per_hour, step_h),
         float(np.percentile(waits, 50)), float(np.percentile(waits, 99)),
         t.evictions, t.churn, t.violations, t.checked,
         t.total(t.provisioning_per_hour, step_h), t.total(t.empty_per_hour, step_h),
         t.total(t.idle_per_hour, step_h), t.added, t.removed, len(t.failures),
         sum(1 for f in t.failures if f.actual), sum(1 for f in t.failures if f.missed),
-        sum(1 for f in t.failures if f.false_alarm),
+        sum(1 for f in t.failures if f.false_alarm), t.never_placed, len(t.times_h), t.inexact,
+        t.joined, t.unseen, t.bound_how,
     )  # fmt: skip

@@ -86,10 +86,11 @@ def choose(
     return f"{ZONE_LABEL}={z}", tuple(nd.id for nd in state.nodes if zone_of[nd.id] == z)
 
 
-def predicted(state: ClusterState, domain: str) -> Short:
-    """What the N+1 check names short for ``domain`` on the cluster as it is."""
+def predicted(state: ClusterState, domain: str, options: PlacementOptions) -> Short:
+    """What the N+1 check names short for ``domain`` on the cluster as it is, re-placing with
+    the cluster's scheduler (``options``), as ``actual`` does."""
     running = [rw for rw in state.workloads.values() if rw.placed]
-    found = checks.n_plus_one(state.matrix, state.tree, running)
+    found = checks.n_plus_one(state.matrix, state.tree, running, options)
     return tuple(sorted({(c.scope_id, c.resource) for c in found if c.domain == domain}))
 
 

@@ -10,18 +10,46 @@ from strata_policy.simulate.autoscale import Summary, Timeline
 
 
 def table(rows: Sequence[Summary]) -> str:
-    """The figures side by side (markdown)."""
+    """The figures side by side (markdown), then one line on the bound: integral at every
+    step, or how many steps hit the solver's time limit (their bound is the one proven by
+    then: looser, never wrong). ``never placed`` = workloads whose departure passed while
+    they waited (counted in the pending percentiles until their departure); those that
+    arrived and left between two steps are counted on a line of their own."""
     lines = [
         "| autoscaler | cost $ | lower bound $ | cost / bound | pending p50 s | pending p99 s "
-        "| evictions | node churn | guarantee violations |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| never placed | evictions | node churn | guarantee violations |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in rows:
         lines.append(
             f"| {s.name} | {s.cost:.2f} | {s.lower_bound:.2f} | {s.ratio:.3f} | {s.p50_s:.0f} "
-            f"| {s.p99_s:.0f} | {s.evictions} | {s.churn} | {s.violations}/{s.checked} |"
+            f"| {s.p99_s:.0f} | {s.never_placed} | {s.evictions} | {s.churn} "
+            f"| {s.violations}/{s.checked} |"
+        )
+    lines.append("")
+    lines.append(bound_note(rows))
+    unseen = max((s.unseen for s in rows), default=0)
+    if unseen:
+        lines.append(
+            f"{unseen} workloads arrived and left between two steps (seen by no decision, "
+            "the same for every autoscaler): not in the pending percentiles"
         )
     return "\n".join(lines)
+
+
+def bound_note(rows: Sequence[Summary]) -> str:
+    """How the bound was solved: integral optimum at every step, or where it was not; and
+    whether it was joined over time (non-preemptible work pinned; not with failures)."""
+    inexact = [s for s in rows if s.inexact]
+    hows = sorted({s.bound_how for s in rows if s.bound_how})
+    how = "; " + ", ".join(hows) if hows else ""
+    if not inexact:
+        return f"bound: integral node counts (MILP), optimal at every step{how}"
+    worst = max(inexact, key=lambda s: s.inexact)
+    return (
+        f"bound: integral node counts (MILP){how}; {worst.inexact} of {worst.steps} steps "
+        f"({worst.name}) hit the time limit and count the bound proven by then (looser)"
+    )
 
 
 def breakdown(rows: Sequence[Summary]) -> str:

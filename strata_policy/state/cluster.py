@@ -131,6 +131,7 @@ class ClusterState:
 
     def snapshot(self) -> Snapshot:
         """The state as a snapshot (nodes in snapshot order, workloads in admission order)."""
+        self.workloads.make_all()  # a pushed snapshot's rows made in bulk, not one by one
         order = sorted(self.workloads, key=self._seq.__getitem__)
         return Snapshot(self.nodes, self.scopes, tuple(self.workloads[w] for w in order))
 

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Node, Placement, RunningWorkload, Scope, Snapshot, Workload
 from strata_policy.state.changes import Change, ChangeKind, Delta
+from strata_policy.state.running_table import every_row
 
 JsonDict = dict[str, Any]
 T = TypeVar("T")
@@ -366,7 +367,7 @@ def snapshot_to_dict(snap: Snapshot) -> JsonDict:
     return {
         "nodes": [node_to_dict(n) for n in snap.nodes],
         "scopes": [scope_to_dict(s) for s in snap.scopes],
-        "workloads": [running_to_dict(rw) for rw in snap.workloads],
+        "workloads": [running_to_dict(rw) for rw in every_row(snap.workloads)],
     }
 
 

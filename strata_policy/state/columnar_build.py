@@ -109,4 +109,6 @@ def held(cols: RunningColumns) -> tuple[RunningTable, dict[str, int]]:
         return made[0][row]
 
     table: dict[str, RunningWorkload | int] = dict(rows)
-    return RunningTable(table, cols.__getitem__, scope_of), dict(rows)
+    bulk = getattr(cols.make, "bulk", None)  # a pushed snapshot's RowMaker makes rows in bulk
+    many = bulk(cols) if bulk is not None else None
+    return RunningTable(table, cols.__getitem__, scope_of, many), dict(rows)

@@ -5,7 +5,9 @@ columns (``state.running_columns``) starts with every id mapped to its row numbe
 becomes its ``RunningWorkload`` (``make``, then kept) the first time it is read: a pushed
 million-workload snapshot does not make a million objects that nothing may ever read. Keys,
 ``in``, ``len`` and key order are the dict's own, so they cost what a dict's cost; reading the
-values of all of them (``values()``, ``items()``) makes every row once.
+values of all of them (``values()``, ``items()``, ``make_all``) makes every row once, in bulk
+when the table was given a ``many`` (a pushed snapshot's ``service.running_rows.RowMaker``
+makes a million rows several times faster together than one by one).
 """
 
 from __future__ import annotations
@@ -17,11 +19,23 @@ from collections.abc import (
     Iterator,
     KeysView,
     MutableMapping,
+    Sequence,
     ValuesView,
 )
 from typing import cast
 
 from strata_policy.model import RunningWorkload
+
+
+def every_row(workloads: Sequence[RunningWorkload]) -> Sequence[RunningWorkload]:
+    """A snapshot's workloads for a reader of every one (a push's journal record): a pushed
+    snapshot's columns whose maker makes rows in bulk (``service.running_rows``, reached as
+    ``make.bulk``) made in one bulk call, any other sequence as it is."""
+    bulk = getattr(getattr(workloads, "make", None), "bulk", None)
+    if bulk is None or len(workloads) < 2:
+        return workloads
+    made: list[RunningWorkload] = bulk(workloads)(list(range(len(workloads))))
+    return made
 
 
 def _never(row: int) -> RunningWorkload:
@@ -31,17 +45,21 @@ def _never(row: int) -> RunningWorkload:
 class RunningTable(MutableMapping[str, RunningWorkload]):
     """A ``dict[str, RunningWorkload]`` whose entries may still be row numbers; see above."""
 
-    __slots__ = ("_items", "_make", "_scope_of")
+    __slots__ = ("_items", "_make", "_many", "_scope_of")
 
     def __init__(
         self,
         rows: dict[str, RunningWorkload | int] | None = None,
         make: Callable[[int], RunningWorkload] = _never,
         scope_of: Callable[[int], str] | None = None,
+        many: Callable[[list[int]], list[RunningWorkload]] | None = None,
     ) -> None:
+        """``make(row)`` makes one row; ``many(rows)``, when given, makes those rows in their
+        order, each equal to ``make(row)``, for the readers of every row."""
         self._items: dict[str, RunningWorkload | int] = rows if rows is not None else {}
         self._make = make
         self._scope_of = scope_of
+        self._many = many
 
     def __getitem__(self, key: str) -> RunningWorkload:
         value = self._items[key]
@@ -110,8 +128,19 @@ class RunningTable(MutableMapping[str, RunningWorkload]):
             else:
                 yield self[key].workload.scope_id
 
-    def _make_all(self) -> None:
-        items, make = self._items, self._make
+    def make_all(self) -> None:
+        """Make every row still a number (once; a no-op when none is left): what a reader of
+        every workload calls first (``values``, ``items`` and ``ClusterState.snapshot`` do)."""
+        items = self._items
         pending = [k for k, v in items.items() if type(v) is int]
+        if not pending:
+            return
+        if self._many is not None and len(pending) > 1:
+            rows = cast(list[int], list(map(items.__getitem__, pending)))
+            items.update(zip(pending, self._many(rows), strict=True))
+            return
+        make = self._make
         for key in pending:
             items[key] = make(cast(int, items[key]))
+
+    _make_all = make_all
