@@ -309,22 +309,28 @@ def push_vs_parse(raw: bytes, nodes: int, workloads: int) -> list[str]:
     its handler: read, convert, validate, build) vs protobuf's parse of the same bytes alone.
 
     The kernels are warmed first, as a server warms them before it reports SERVING: a client
-    never pushes to a cold one (the push's own kernels read the wire bytes).
+    never pushes to a cold one (the push's own kernels read the wire bytes). Each is the best of
+    ``_PUSH_RUNS``: a single parse read 457 ms for 9.7 MB in one run where 49 MB took 441 ms.
     """
     kernels.warmup()
-    t = time.perf_counter()
-    parsed = svc.PushSnapshotRequest.FromString(raw)
-    parse_s = time.perf_counter() - t
-    del parsed
+    parse_s = push_s = float("inf")
+    for _ in range(_PUSH_RUNS):
+        t = time.perf_counter()
+        parsed = svc.PushSnapshotRequest.FromString(raw)
+        parse_s = min(parse_s, time.perf_counter() - t)
+        del parsed
     gc.collect()
-    handler = method_handlers(PolicyServicer(Engine()))["PushSnapshot"]
-    read, handle = handler.request_deserializer, handler.unary_unary
-    assert read is not None
-    assert handle is not None
-    t = time.perf_counter()
-    answer = handle(read(raw), _NO_CONTEXT)  # no request_id, no error: no context read
-    push_s = time.perf_counter() - t
-    assert (answer.node_count, answer.workload_count) == (nodes, workloads), answer
+    for _ in range(_PUSH_RUNS):  # each into an engine of its own, the last one freed first
+        handler = method_handlers(PolicyServicer(Engine()))["PushSnapshot"]
+        read, handle = handler.request_deserializer, handler.unary_unary
+        assert read is not None
+        assert handle is not None
+        t = time.perf_counter()
+        answer = handle(read(raw), _NO_CONTEXT)  # no request_id, no error: no context read
+        push_s = min(push_s, time.perf_counter() - t)
+        assert (answer.node_count, answer.workload_count) == (nodes, workloads), answer
+        del handler, read, handle, answer
+        gc.collect()
     rss_gib = _peak_rss_gib()
     return [
         f"| PushSnapshot, {nodes:,} nodes, {workloads:,} workloads ({len(raw) / 1e6:.1f} MB) "
@@ -333,6 +339,7 @@ def push_vs_parse(raw: bytes, nodes: int, workloads: int) -> list[str]:
     ]
 
 
+_PUSH_RUNS = 3
 _NO_CONTEXT: Any = None  # the handler reads its context only for a request_id or an error
 
 
