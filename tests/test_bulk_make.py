@@ -15,6 +15,7 @@ from wire_strategies import int64s, workload_messages
 from strata_policy.engine import Engine
 from strata_policy.model import RunningWorkload, Snapshot
 from strata_policy.service import convert, running_rest, running_rows
+from strata_policy.service.field_coverage import UnhandledFieldError
 from strata_policy.service.running_rows import RowMaker
 from strata_policy.service.snapshot_decoder import columns_from_bytes
 from strata_policy.state import codec
@@ -243,3 +244,42 @@ def test_journal_record_of_a_push_is_made_in_bulk(monkeypatch: pytest.MonkeyPatc
     got = codec.snapshot_to_dict(Snapshot(NODES, SCOPES, cols))
     assert calls == [5]
     assert got == codec.snapshot_to_dict(Snapshot(NODES, SCOPES, plain))
+
+
+def test_every_workload_field_is_held_or_seen() -> None:
+    """Each field of the messages a row is made of is held by the columns or seen by ``Rest``:
+    the import-time check passes on the real descriptors."""
+    running_rest.check_fields(running_rest.MESSAGES, running_rest.COLUMNS, running_rest.REST)
+
+
+@pytest.mark.parametrize(
+    ("columns", "rest", "named"),
+    [
+        pytest.param(
+            {**running_rest.COLUMNS, "Workload": frozenset({"id", "scope_id", "request"})},
+            running_rest.REST,
+            ["Workload.replicas (field 4)", "Workload.gpu_model (field 8)"],
+            id="a field neither the columns hold nor Rest sees",
+        ),
+        pytest.param(
+            running_rest.COLUMNS,
+            running_rest.REST - {"priority"},
+            ["Workload.priority (field 5)"],
+            id="a field Rest stopped seeing",
+        ),
+        pytest.param(
+            {**running_rest.COLUMNS, "Placement": frozenset({"node_id"})},
+            running_rest.REST,
+            ["Placement.gpu_devices (field 2)"],
+            id="a placement field the columns do not hold",
+        ),
+    ],
+)
+def test_an_unaccounted_field_fails_naming_it(
+    columns: dict[str, frozenset[str]], rest: frozenset[str], named: list[str]
+) -> None:
+    """A field of ``Workload``, ``RunningWorkload`` or ``Placement`` that a bare row would drop
+    fails the check, naming the field and its number."""
+    with pytest.raises(UnhandledFieldError) as failed:
+        running_rest.check_fields(running_rest.MESSAGES, columns, rest)
+    assert [p.removeprefix("does not handle ") for p in failed.value.problems] == named

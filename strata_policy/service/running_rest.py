@@ -12,9 +12,15 @@ serializes to a fixed few bytes, so a chunk of such rows is one comparison of by
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
+from strata.policy.v1 import types_pb2 as pb
+
+from strata_policy.service.field_coverage import UnhandledFieldError
 
 _F = descriptor_pb2.FieldDescriptorProto
 _OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
@@ -30,6 +36,15 @@ def _message(name: str, *fields: tuple[str, int, int, int, str]) -> descriptor_p
     return out
 
 
+_REST_FIELDS = (
+    ("priority", 5, _OPTIONAL, _F.TYPE_INT32, ""),
+    ("preemptible", 6, _OPTIONAL, _F.TYPE_BOOL, ""),
+    ("node_selector", 7, _REPEATED, _F.TYPE_BYTES, ""),
+    ("spread", 9, _OPTIONAL, _F.TYPE_BYTES, ""),
+    ("queued_at_ms", 10, _OPTIONAL, _F.TYPE_INT64, ""),
+)
+
+
 def _classes() -> tuple[type[Message], type[Message]]:
     """``RestSnapshot`` (``workloads = 3``) and ``RestRunning`` (``workload = 1``) over
     ``RestWorkload``: ``strata.policy.v1.Workload``'s field numbers 5, 6, 7, 9 and 10 in proto2,
@@ -37,16 +52,7 @@ def _classes() -> tuple[type[Message], type[Message]]:
     presence is what counts, and a length-delimited field reads as bytes)."""
     f = descriptor_pb2.FileDescriptorProto(name="running_rest.proto", package=_PACKAGE)
     f.syntax = "proto2"
-    f.message_type.append(
-        _message(
-            "RestWorkload",
-            ("priority", 5, _OPTIONAL, _F.TYPE_INT32, ""),
-            ("preemptible", 6, _OPTIONAL, _F.TYPE_BOOL, ""),
-            ("node_selector", 7, _REPEATED, _F.TYPE_BYTES, ""),
-            ("spread", 9, _OPTIONAL, _F.TYPE_BYTES, ""),
-            ("queued_at_ms", 10, _OPTIONAL, _F.TYPE_INT64, ""),
-        )
-    )
+    f.message_type.append(_message("RestWorkload", *_REST_FIELDS))
     workload = f".{_PACKAGE}.RestWorkload"
     running = f".{_PACKAGE}.RestRunning"
     f.message_type.append(
@@ -62,6 +68,37 @@ def _classes() -> tuple[type[Message], type[Message]]:
 
 
 RestSnapshot, RestRunning = _classes()
+
+# What ``service.running_rows`` builds a bare row from (the columns), and what ``Rest`` sees.
+COLUMNS: dict[str, frozenset[str]] = {
+    "Workload": frozenset({"id", "scope_id", "request", "replicas", "gpu_model"}),
+    "RunningWorkload": frozenset({"workload", "placements", "admitted_at_ms"}),
+    "Placement": frozenset({"node_id", "gpu_devices"}),
+}
+REST = frozenset(name for name, *_ in _REST_FIELDS)
+
+
+def check_fields(
+    messages: tuple[Descriptor, ...], columns: dict[str, frozenset[str]], rest: frozenset[str]
+) -> None:
+    """Every field of ``messages`` is held by the columns or seen by ``Rest`` (a
+    ``Workload``'s), else ``UnhandledFieldError`` at import: a field added to the ``.proto``
+    and taught to the wire reader but not here would read as bare and be dropped from a row
+    made from the columns."""
+    problems = []
+    for d in messages:
+        seen = columns.get(d.name, frozenset()) | (rest if d.name == "Workload" else frozenset())
+        problems += [f"does not handle {d.name}.{f.name} (field {f.number})"
+                     for f in d.fields if f.name not in seen]  # fmt: skip
+    if problems:
+        raise UnhandledFieldError("running_rest", problems)
+
+
+MESSAGES: tuple[Descriptor, ...] = cast(
+    tuple[Descriptor, ...],
+    (pb.Workload.DESCRIPTOR, pb.RunningWorkload.DESCRIPTOR, pb.Placement.DESCRIPTOR),
+)
+check_fields(MESSAGES, COLUMNS, REST)
 _WITH_WORKLOAD = b"\x1a\x02\x0a\x00"  # a row whose workload is present and sets none of them
 _WITHOUT = b"\x1a\x00"  # a row without a workload at all
 
