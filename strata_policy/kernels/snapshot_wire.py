@@ -244,28 +244,9 @@ def walk_running(
                         elif field == 8:
                             model_lo, model_hi = s_lo, s_hi
                         elif field == 3:  # a request map entry
-                            key_lo = key_hi = -1
-                            amount = 0
-                            e = s_lo
-                            while e < s_hi:
-                                tag, e = _varint(buf, e, s_hi)
-                                if e < 0:
-                                    return MALFORMED, 0, 0, 0, 0
-                                if tag == 0x0A:
-                                    key_lo, key_hi = _span(buf, e, s_hi)
-                                    if key_lo < 0:
-                                        return MALFORMED, 0, 0, 0, 0
-                                    if not _utf8(buf, key_lo, key_hi):
-                                        return NOT_UTF8, 0, 0, 0, 0
-                                    e = key_hi
-                                elif tag == 0x10:
-                                    amount, e = _varint(buf, e, s_hi)
-                                    if e < 0:
-                                        return MALFORMED, 0, 0, 0, 0
-                                else:
-                                    return UNKNOWN_FIELD, 0, 0, 0, 0
-                            if key_lo < 0:
-                                return NO_KEY, 0, 0, 0, 0
+                            status, key_lo, key_hi, amount, _ = _entry(buf, s_lo, s_hi, False)
+                            if status != OK:
+                                return status, 0, 0, 0, 0
                             if fill:
                                 for k in range(req_start, n_entries):
                                     other_lo, other_hi = entries[KEY_LO, k], entries[KEY_HI, k]

@@ -105,7 +105,7 @@ class RowMaker:
         """Rows ``rows`` in their order, each equal to ``self(row)``; see the module docstring."""
         out: list[RunningWorkload] = []
         made = _FromColumns(self, columns)
-        with _collector_paused():
+        with collector_paused():
             for start in range(0, len(rows), _CHUNK):
                 chunk = list(rows[start : start + _CHUNK])
                 framed = self._framed(chunk)
@@ -255,9 +255,13 @@ def _placement(node_id: str, devices: tuple[int, ...]) -> Placement:
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic collector held off while rows are made by the hundred thousand (what is made
-    holds no cycles; reference counting frees it as ever)."""
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector held off while objects are made by the hundred
+    thousand (a push's nodes, its state): each 700 allocations it would scan the young ones,
+    and now and then every object, which made building the nodes of a 100,000-node push
+    several times slower. What a push makes holds no cycles; reference counting frees it as
+    ever, and the collector runs again after (nested pauses keep it off until the outer one
+    ends)."""
     was = gc.isenabled()
     gc.disable()
     try:

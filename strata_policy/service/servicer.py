@@ -32,7 +32,8 @@ from strata_policy.service.result_encoder import (
     encoded_data,
     response_bytes,
 )
-from strata_policy.service.snapshot_decoder import DecodedPush, collector_paused, decode_push
+from strata_policy.service.running_rows import collector_paused
+from strata_policy.service.snapshot_decoder import DecodedPush, decode_push
 from strata_policy.service.status import abort
 from strata_policy.state import request_checks as checks
 from strata_policy.state.store import request_digest

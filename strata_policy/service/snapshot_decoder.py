@@ -21,9 +21,7 @@ exactly as protobuf does gets ``None`` and the caller converts the plain way
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -280,23 +278,6 @@ def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> NodeColumns | No
         models=ordered,
         model_code=recode[model_code],
     )
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector held off while objects are made by the hundred
-    thousand (a push's nodes, its state): each 700 allocations it would scan the young ones,
-    and now and then every object, which made building the nodes of a 100,000-node push
-    several times slower. What a push makes holds no cycles; reference counting frees it as
-    ever, and the collector runs again after (nested pauses keep it off until the outer one
-    ends)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 _MAX_DENSE_KEYS = 64  # above, maps are built entry by entry instead of by distinct rows

@@ -18,20 +18,20 @@ walks the made nodes and reports exactly what the plain path reports.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import overload
 
 import numpy as np
 
 from strata_policy.model.objects import Node, new_node
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU, Resources
+from strata_policy.state.made_on_read import MadeOnRead
 
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})  # as service.convert gives a node without
 _GPU_COL = 2  # state.nodes.GPU_COL: the matrix's columns are cpu, memory, gpu, then the rest
 
 
-class NodeColumns(Sequence[Node]):
+class NodeColumns(MadeOnRead[Node]):
     """Nodes as columns (see the module docstring), indexed like the snapshot.
 
     Node ``i``: ``ids[i]``, ``capacities[i]`` and ``labels[i]`` (dicts, shared between nodes
@@ -43,7 +43,6 @@ class NodeColumns(Sequence[Node]):
     """
 
     __slots__ = (
-        "_made",
         "capacities",
         "capacity",
         "ids",
@@ -84,46 +83,16 @@ class NodeColumns(Sequence[Node]):
         self.schedulable = ~np.asarray(unschedulable, dtype=np.bool_).reshape(len(ids))
         self.models, self.model_code = models, model_code
         self.widest = int(capacity[:, _GPU_COL].max()) // MILLI_PER_GPU if len(ids) else 0
-        self._made: list[Node | None] = [None] * len(ids)
+        super().__init__(len(ids))
 
-    # --- Sequence[Node] ----------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    @overload
-    def __getitem__(self, i: int) -> Node: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Node]: ...
-    def __getitem__(self, i: int | slice) -> Node | Sequence[Node]:
-        if isinstance(i, slice):
-            return tuple(self[k] for k in range(*i.indices(len(self))))
-        made = self._made[i]
-        if made is None:
-            k = range(len(self.ids))[i]
-            made = self._made[i] = new_node(
-                self.ids[k],
-                self.capacities[k],
-                self.labels[k] or _NO_LABELS,
-                self.unschedulable[k],
-                self.wire_models[self.wire_model[k]],
-            )
-        return made
-
-    def __iter__(self) -> Iterator[Node]:
-        return map(self.__getitem__, range(len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        """Equal to any sequence of the same nodes (a snapshot's tuple, say)."""
-        if not isinstance(other, Sequence):
-            return NotImplemented
-        return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]  # a sequence compared by value, like a list
-
-    def __repr__(self) -> str:
-        """The repr of the same nodes in a tuple (request digests read reprs)."""
-        return repr(tuple(self))
+    def _make(self, k: int) -> Node:
+        return new_node(
+            self.ids[k],
+            self.capacities[k],
+            self.labels[k] or _NO_LABELS,
+            self.unschedulable[k],
+            self.wire_models[self.wire_model[k]],
+        )
 
     # --- columns -----------------------------------------------------------------------------
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from typing import overload
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from strata_policy.model import Node, RunningWorkload, Scope
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU
+from strata_policy.state.made_on_read import MadeOnRead
 from strata_policy.state.node_columns import NodeColumns
 
 # ``state.validate``'s and ``state.request_checks``' bounds (validate imports this module; a
@@ -40,7 +40,7 @@ _ID = operator.attrgetter("id")
 _CAPACITY = operator.attrgetter("capacity")
 
 
-class RunningColumns(Sequence[RunningWorkload]):
+class RunningColumns(MadeOnRead[RunningWorkload]):
     """Running workloads as columns (see the module docstring), indexed like the snapshot.
 
     Row ``i``: ``ids[i]`` (``id_bytes[i]`` bytes of UTF-8); ``scope[i]`` the index of its
@@ -52,7 +52,6 @@ class RunningColumns(Sequence[RunningWorkload]):
     """
 
     __slots__ = (
-        "_made",
         "_rows",
         "_valid",
         "admitted_at_ms",
@@ -100,41 +99,12 @@ class RunningColumns(Sequence[RunningWorkload]):
         self.placement_start, self.placement_count = placement_start, placement_count
         self.placement_node, self.devices = placement_node, devices
         self.make = make
-        self._made: list[RunningWorkload | None] = [None] * len(ids)
+        super().__init__(len(ids))
         self._valid: bool | None = None
         self._rows: dict[str, int] | None = None
 
-    # --- Sequence[RunningWorkload] -----------------------------------------------------------
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    @overload
-    def __getitem__(self, i: int) -> RunningWorkload: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[RunningWorkload]: ...
-    def __getitem__(self, i: int | slice) -> RunningWorkload | Sequence[RunningWorkload]:
-        if isinstance(i, slice):
-            return tuple(self[k] for k in range(*i.indices(len(self))))
-        made = self._made[i]
-        if made is None:
-            made = self._made[i] = self.make(range(len(self))[i])
-        return made
-
-    def __iter__(self) -> Iterator[RunningWorkload]:
-        return map(self.__getitem__, range(len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        """Equal to any sequence of the same workloads (a snapshot's tuple, say)."""
-        if not isinstance(other, Sequence):
-            return NotImplemented
-        return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]  # a sequence compared by value, like a list
-
-    def __repr__(self) -> str:
-        """The repr of the same workloads in a tuple (request digests read reprs)."""
-        return repr(tuple(self))
+    def _make(self, k: int) -> RunningWorkload:
+        return self.make(k)
 
     # --- columns ---------------------------------------------------------------------------
 
