@@ -74,7 +74,12 @@ class Running:
         if view is None:
             return False
         nodes, scopes, workloads = self.expected()
-        return (view.nodes, view.scopes, view.workloads) == (nodes, scopes, workloads)
+        if (view.nodes, view.scopes, view.workloads) != (nodes, scopes, workloads):
+            return False
+        # The server can hold the state before the syncer's call returns and its stats count
+        # it: converged means the syncer has taken in the reply too.
+        held = self.syncer.view
+        return held is not None and held.generation == view.generation
 
 
 @contextmanager
