@@ -23,10 +23,11 @@ writer handles is declared beside it (``VALUE_WRITER_FIELDS``, ``COLUMN_WRITER_F
 checked at import against the message descriptor and the dataclasses
 (``service.field_coverage``): a field added to either fails loudly here.
 
-The memo tables are keyed by values (placements, their tuples, borrowed amounts), never by
-``id``: a fragment depends only on its value, so a table is right whoever shares it and
-however long its keys' first owners live; each is bounded (emptied when full). Identity
-serves only within one call, over values the caller's sequence holds alive for the call.
+The memo tables are keyed by values, never by ``id``: a placement by the fields it writes
+(``_placement_key``, a C-level ``attrgetter``: no ``Placement.__hash__`` runs), a tuple by its
+placements' keys, borrowed amounts by their items. A table is right whoever shares it and
+however long its keys' first owners live; each is bounded (emptied when full). Identity serves
+only within one call, over values the caller's sequence holds alive for the call.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import struct
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import is_
+from operator import attrgetter, is_
 from typing import TypeVar, cast
 
 import numpy as np
@@ -65,6 +66,9 @@ _PLACEMENT_FIELDS = FieldMap(
     same("node_id", "gpu_devices"),
 )
 _PLACEMENT_COPIED = _PLACEMENT_FIELDS.copied()  # read once: ``_placement`` runs per new value
+_placement_key: Callable[[model.Placement], Hashable] = attrgetter(
+    *(source for _, source in _PLACEMENT_COPIED)
+)  # the values a placement's fragment is written from
 VALUE_WRITER_FIELDS = FieldMap(
     "result_encoder._write_results",
     pb.WorkloadResult,
@@ -104,6 +108,7 @@ COLUMN_WRITER_FIELDS = FieldMap(
 
 _K = TypeVar("_K", bound=Hashable)
 Amounts = tuple[tuple[str, int], ...]  # a borrowed mapping's items, in its order
+Keys = tuple[Hashable, ...]  # a tuple of placements' ``_placement_key``
 _MAX_CACHED = 1 << 16  # fragments per table; a table is emptied when full
 _pack_double = struct.Struct("<d").pack
 _SMALL = [bytes((i,)) for i in range(128)]
@@ -146,11 +151,11 @@ _NO_SCORES = np.zeros(0, dtype=np.float64)
 _I64 = np.dtype(np.int64)
 _F64 = np.dtype(np.float64)
 _add = operator.add
-_placement_fragments: dict[model.Placement, bytes] = {}
-_tuple_fragments: dict[tuple[model.Placement, ...], bytes] = {}
+_placement_fragments: dict[Hashable, bytes] = {}
+_tuple_fragments: dict[Keys, bytes] = {}
 _borrowed_in_order: dict[Amounts, bytes] = {}
 _borrowed_as_written: dict[Amounts, bytes] = {}
-_middles_by_lent: dict[bytes, dict[tuple[model.Placement, ...], bytes]] = {}
+_middles_by_lent: dict[bytes, dict[Keys, bytes]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +207,7 @@ def _write_results(
     Results come in runs with equal borrowed amounts (a batch's workloads ask alike), so the
     previous result's fragment is tried first: by the mapping's identity (the previous
     mapping is held here, and values are immutable), then by its items. A result's placements
-    are found by their tuple's value (``_placements_fragment``).
+    are found by their keys (``_placements_fragment``).
     """
     small = _SMALL
     by_tuple = _tuple_fragments
@@ -218,8 +223,9 @@ def _write_results(
             pieces = [_ID, small[n] if n < 128 else _varint(n), wid] if n else []
             pieces.append(_DECISIONS[r.decision._value_])
             held = r.placements
-            known = by_tuple.get(held)
-            pieces.append(known if known is not None else _placements_fragment(held))
+            keys = tuple(map(_placement_key, held))
+            known = by_tuple.get(keys)
+            pieces.append(known if known is not None else _placements_fragment(held, keys))
             borrowed = r.borrowed
             if borrowed:
                 if borrowed is not last_mapping:
@@ -317,28 +323,31 @@ def _u8(data: bytes) -> np.ndarray:
 
 def _middles(placements: Sequence[tuple[model.Placement, ...]], lent: bytes) -> list[bytes]:
     """Each tuple's PLACED decision and placements (``_placements_fragment``) followed by
-    ``lent``, looked up by the tuple's value in one C-level pass; the tuples missing are
-    added (a table per ``lent``, emptied when full).
-
-    A tuple's hash asks each ``Placement`` for its own, and its equality takes the shared
-    ``Placement`` objects of the engine's tuples (``placement.outputs``) by identity:
-    about twice the cost of a lookup by ``id``, with nothing that depends on the keys' owners.
-    """
+    ``lent``, found by the tuple's keys (a table per ``lent``, emptied when full; the missing
+    added). The engine's runs share their tuples (``placement.outputs``), so each distinct
+    tuple (by identity, within the call) is keyed once, in C-level passes: no Python step per
+    row, nor per placement but for a value not met before."""
     table = _middles_by_lent.get(lent)
     if table is None:
         if len(_middles_by_lent) >= 64:
             _middles_by_lent.clear()
         table = _middles_by_lent.setdefault(lent, {})
-    found = list(map(table.get, placements))
-    if all(found):  # a middle is never empty: it starts with the decision
-        return cast(list[bytes], found)  # all() found no None
-    if len(table) + len(placements) > _MAX_CACHED:
-        table.clear()
-    for i, middle in enumerate(found):
-        if middle is None:
-            held = placements[i]
-            found[i] = table[held] = _PLACED + _placements_fragment(held) + lent
-    return cast(list[bytes], found)  # every None replaced
+    ids = list(map(id, placements))
+    distinct = dict(zip(ids, placements, strict=True))
+    held = list(distinct.values())
+    keys: list[Keys] = list(map(tuple, map(map, repeat(_placement_key), held)))
+    found = list(map(table.get, keys))
+    if not all(found):  # a middle is never empty: it starts with the decision
+        if len(table) + len(keys) > _MAX_CACHED:
+            table.clear()
+        for i in [i for i, middle in enumerate(found) if middle is None]:
+            key = keys[i]
+            known = table.get(key)  # an equal tuple met earlier in this pass
+            if known is None:
+                known = table[key] = _PLACED + _placements_fragment(held[i], key) + lent
+            found[i] = known
+    by_id = dict(zip(distinct, cast(list[bytes], found), strict=True))  # every None replaced
+    return list(map(by_id.__getitem__, ids))
 
 
 def _borrowed_fragments(mappings: Sequence[Resources]) -> list[bytes] | bytes:
@@ -388,16 +397,16 @@ def _memo(table: dict[_K, bytes], key: _K, fragment: bytes) -> bytes:
     return fragment
 
 
-def _placements_fragment(held: tuple[model.Placement, ...]) -> bytes:
-    """The fragments of a result's placements, joined, memoized by the tuple's value (and
-    each placement's: tuples of a gang repeat placements)."""
+def _placements_fragment(held: tuple[model.Placement, ...], keys: Keys) -> bytes:
+    """The fragments of a result's placements (``keys``: theirs), joined, memoized by the
+    keys (and each placement's: tuples of a gang repeat placements)."""
     parts = []
-    for p in held:
-        fragment = _placement_fragments.get(p)
+    for p, key in zip(held, keys, strict=True):
+        fragment = _placement_fragments.get(key)
         if fragment is None:
-            fragment = _memo(_placement_fragments, p, _placement(p))
+            fragment = _memo(_placement_fragments, key, _placement(p))
         parts.append(fragment)
-    return _memo(_tuple_fragments, held, b"".join(parts))
+    return _memo(_tuple_fragments, keys, b"".join(parts))
 
 
 def _placement(p: model.Placement) -> bytes:
