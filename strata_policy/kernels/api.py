@@ -16,6 +16,7 @@ import numpy as np
 from strata_policy.kernels.arrays import (
     BOOL,
     F64,
+    FGD_REFINED,
     I64,
     U64,
     BatchArrays,
@@ -26,7 +27,7 @@ from strata_policy.kernels.arrays import (
 )
 from strata_policy.kernels.arrays import check_array as _check
 from strata_policy.kernels.fit import DOT_PRODUCT
-from strata_policy.kernels.frag import FGD_REFINED, _frag_rows, check_fgd_mode
+from strata_policy.kernels.frag import _frag_rows
 from strata_policy.kernels.layout import BlockLayout, _compiled
 from strata_policy.kernels.place import _place_batch
 from strata_policy.kernels.search import BlockIndex
@@ -99,8 +100,7 @@ def place_batch_arrays(
         ("impossible", impossible, BOOL, (w,)),
     ):
         _check(name, a, dt, shape)
-    frag.check(n)
-    check_fgd_mode(fgd_mode)
+    frag.check(n, fgd_mode)
     for name, a in (("free", free), ("gpu_free", gpu_free), ("count_ge", frag.count_ge),
                     ("below", frag.below)):  # fmt: skip
         if not a.flags.writeable:

@@ -25,6 +25,12 @@ F64 = np.dtype(np.float64)
 BOOL = np.dtype(np.bool_)
 U64 = np.dtype(np.uint64)
 
+FGD_UNTRUNCATED = 0
+FGD_PAPER = 1
+FGD_REFINED = 2
+"""FRAGMENTATION_AWARE's three scores (``fgd_mode``, read with ``FragArrays``; ``kernels.frag``
+says what each computes)."""
+
 
 def check_array(name: str, a: np.ndarray, dtype: np.dtype, shape: tuple[int | None, ...]) -> None:
     """``a`` has ``dtype``, is C-contiguous and has ``shape`` (``None``: any length on that
@@ -91,8 +97,12 @@ class FragArrays(NamedTuple):
     below: np.ndarray
     """int64 ``[N, M]``: free milli on the node's devices with less than ``shape_gpu[m]``."""
 
-    def check(self, n_nodes: int) -> None:
-        """Shapes and dtypes, against ``n_nodes`` nodes (raises ``ValueError``)."""
+    def check(self, n_nodes: int, fgd_mode: int) -> None:
+        """Shapes and dtypes, against ``n_nodes`` nodes, and the score they are read by
+        (``fgd_mode``: ``FGD_UNTRUNCATED``, ``FGD_PAPER`` or ``FGD_REFINED``); raises
+        ``ValueError``."""
+        if not FGD_UNTRUNCATED <= fgd_mode <= FGD_REFINED:
+            raise ValueError(f"fgd_mode {fgd_mode}: expected 0, 1 or 2 (see kernels.frag)")
         m = self.shape_gpu.shape[0]
         for name, a, dt, shape in (
             ("shape_cpu", self.shape_cpu, I64, (m,)),

@@ -34,13 +34,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from strata_policy.kernels.arrays import FragArrays
+from strata_policy.kernels.arrays import FGD_REFINED, FGD_UNTRUNCATED, FragArrays
 from strata_policy.kernels.config import kernel
 from strata_policy.kernels.fit import CPU, GPU, MILLI
-
-FGD_UNTRUNCATED = 0
-FGD_PAPER = 1
-FGD_REFINED = 2
 
 
 @kernel
@@ -203,9 +199,3 @@ def _frag_best(
             best = s
             best_dev = d
     return best, best_dev
-
-
-def check_fgd_mode(fgd_mode: int) -> None:
-    """``fgd_mode`` is one of the three scores above (raises ``ValueError``)."""
-    if not FGD_UNTRUNCATED <= fgd_mode <= FGD_REFINED:
-        raise ValueError(f"fgd_mode {fgd_mode}: expected 0, 1 or 2 (see kernels.frag)")

@@ -11,7 +11,6 @@ import numpy as np
 
 from strata_policy.kernels.arrays import BOOL, F64, I64, FragArrays, NodeArrays
 from strata_policy.kernels.arrays import check_array as _check
-from strata_policy.kernels.frag import check_fgd_mode
 from strata_policy.kernels.layout import _compiled
 from strata_policy.kernels.tree import _tree_place
 
@@ -48,10 +47,9 @@ class ScoreTree:
         _check("mask", mask, BOOL, (n,))
         _check("req", req, I64, (r,))
         _check("weights", weights, F64, (r,))
-        frag.check(n)
+        frag.check(n, fgd_mode)
         if not 0 <= policy < 7:
             raise ValueError(f"policy {policy}: expected 0-6 (RANDOM has no tree)")
-        check_fgd_mode(fgd_mode)
         leaves = 1 << max(0, (n - 1).bit_length())
         self._nodes = nodes
         self._tree_score = np.empty((1, 2 * leaves), dtype=np.float64)
