@@ -24,10 +24,10 @@ checked at import against the message descriptor and the dataclasses
 (``service.field_coverage``): a field added to either fails loudly here.
 
 The memo tables are keyed by values, never by ``id``: a placement by the fields it writes
-(``_placement_key``, a C-level ``attrgetter``: no ``Placement.__hash__`` runs), a tuple by its
-placements' keys, borrowed amounts by their items. A table is right whoever shares it and
-however long its keys' first owners live; each is bounded (emptied when full). Identity serves
-only within one call, over values the caller's sequence holds alive for the call.
+(``_placement_key``, a C-level ``attrgetter``: no ``Placement.__hash__`` runs in Python), a
+tuple of placements by theirs (``_tuple_key``), borrowed amounts by their items. A table is
+right whoever shares it and however long its keys' first owners live; each is bounded (emptied
+when full). Identity serves only within one call, over values the caller holds for the call.
 """
 
 from __future__ import annotations
@@ -66,9 +66,9 @@ _PLACEMENT_FIELDS = FieldMap(
     same("node_id", "gpu_devices"),
 )
 _PLACEMENT_COPIED = _PLACEMENT_FIELDS.copied()  # read once: ``_placement`` runs per new value
-_placement_key: Callable[[model.Placement], Hashable] = attrgetter(
+_placement_key: Callable[[model.Placement], tuple[object, ...]] = attrgetter(
     *(source for _, source in _PLACEMENT_COPIED)
-)  # the values a placement's fragment is written from
+)  # the values a placement's fragment is written from (more than one: a tuple)
 VALUE_WRITER_FIELDS = FieldMap(
     "result_encoder._write_results",
     pb.WorkloadResult,
@@ -108,7 +108,7 @@ COLUMN_WRITER_FIELDS = FieldMap(
 
 _K = TypeVar("_K", bound=Hashable)
 Amounts = tuple[tuple[str, int], ...]  # a borrowed mapping's items, in its order
-Keys = tuple[Hashable, ...]  # a tuple of placements' ``_placement_key``
+Key = tuple[object, ...]  # ``_placement_key`` of a placement, ``_tuple_key`` of a tuple
 _MAX_CACHED = 1 << 16  # fragments per table; a table is emptied when full
 _pack_double = struct.Struct("<d").pack
 _SMALL = [bytes((i,)) for i in range(128)]
@@ -151,11 +151,12 @@ _NO_SCORES = np.zeros(0, dtype=np.float64)
 _I64 = np.dtype(np.int64)
 _F64 = np.dtype(np.float64)
 _add = operator.add
-_placement_fragments: dict[Hashable, bytes] = {}
-_tuple_fragments: dict[Keys, bytes] = {}
+_placement_fragments: dict[Key, bytes] = {}
+_tuple_fragments: dict[Key, bytes] = {}
 _borrowed_in_order: dict[Amounts, bytes] = {}
 _borrowed_as_written: dict[Amounts, bytes] = {}
-_middles_by_lent: dict[bytes, dict[Keys, bytes]] = {}
+_middles_by_lent: dict[bytes, dict[Key, bytes]] = {}
+_first = operator.itemgetter(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,9 +224,9 @@ def _write_results(
             pieces = [_ID, small[n] if n < 128 else _varint(n), wid] if n else []
             pieces.append(_DECISIONS[r.decision._value_])
             held = r.placements
-            keys = tuple(map(_placement_key, held))
-            known = by_tuple.get(keys)
-            pieces.append(known if known is not None else _placements_fragment(held, keys))
+            key = _tuple_key(held)
+            known = by_tuple.get(key)
+            pieces.append(known if known is not None else _placements_fragment(held, key))
             borrowed = r.borrowed
             if borrowed:
                 if borrowed is not last_mapping:
@@ -323,31 +324,30 @@ def _u8(data: bytes) -> np.ndarray:
 
 def _middles(placements: Sequence[tuple[model.Placement, ...]], lent: bytes) -> list[bytes]:
     """Each tuple's PLACED decision and placements (``_placements_fragment``) followed by
-    ``lent``, found by the tuple's keys (a table per ``lent``, emptied when full; the missing
-    added). The engine's runs share their tuples (``placement.outputs``), so each distinct
-    tuple (by identity, within the call) is keyed once, in C-level passes: no Python step per
-    row, nor per placement but for a value not met before."""
+    ``lent``, found by the tuple's key (a table per ``lent``, emptied when full; the missing
+    added). A run whose tuples all hold one placement (nearly every big batch) is keyed and
+    looked up in C-level passes, no Python step per row."""
     table = _middles_by_lent.get(lent)
     if table is None:
         if len(_middles_by_lent) >= 64:
             _middles_by_lent.clear()
         table = _middles_by_lent.setdefault(lent, {})
-    ids = list(map(id, placements))
-    distinct = dict(zip(ids, placements, strict=True))
-    held = list(distinct.values())
-    keys: list[Keys] = list(map(tuple, map(map, repeat(_placement_key), held)))
+    if set(map(len, placements)) == {1}:
+        keys = list(map(_placement_key, map(_first, placements)))  # ``_tuple_key``, in C
+    else:
+        keys = list(map(_tuple_key, placements))
     found = list(map(table.get, keys))
-    if not all(found):  # a middle is never empty: it starts with the decision
-        if len(table) + len(keys) > _MAX_CACHED:
-            table.clear()
-        for i in [i for i, middle in enumerate(found) if middle is None]:
-            key = keys[i]
-            known = table.get(key)  # an equal tuple met earlier in this pass
-            if known is None:
-                known = table[key] = _PLACED + _placements_fragment(held[i], key) + lent
-            found[i] = known
-    by_id = dict(zip(distinct, cast(list[bytes], found), strict=True))  # every None replaced
-    return list(map(by_id.__getitem__, ids))
+    if all(found):  # a middle is never empty: it starts with the decision
+        return cast(list[bytes], found)  # all() found no None
+    if len(table) + len(keys) > _MAX_CACHED:
+        table.clear()
+    for i in [i for i, middle in enumerate(found) if middle is None]:
+        key = keys[i]
+        known = table.get(key)  # an equal tuple met earlier in this pass
+        if known is None:
+            known = table[key] = _PLACED + _placements_fragment(placements[i], key) + lent
+        found[i] = known
+    return cast(list[bytes], found)  # every None replaced
 
 
 def _borrowed_fragments(mappings: Sequence[Resources]) -> list[bytes] | bytes:
@@ -397,16 +397,25 @@ def _memo(table: dict[_K, bytes], key: _K, fragment: bytes) -> bytes:
     return fragment
 
 
-def _placements_fragment(held: tuple[model.Placement, ...], keys: Keys) -> bytes:
-    """The fragments of a result's placements (``keys``: theirs), joined, memoized by the
-    keys (and each placement's: tuples of a gang repeat placements)."""
+def _tuple_key(held: tuple[model.Placement, ...]) -> Key:
+    """A tuple's key: its one placement's ``_placement_key``, or the tuple of its placements'
+    (a one-placement key starts with a field's value, never with a key: the two never meet)."""
+    if len(held) == 1:
+        return _placement_key(held[0])
+    return tuple(map(_placement_key, held))
+
+
+def _placements_fragment(held: tuple[model.Placement, ...], key: Key) -> bytes:
+    """The fragments of a result's placements (``key``: ``_tuple_key(held)``), joined,
+    memoized by the key (and each placement's: tuples of a gang repeat placements)."""
     parts = []
-    for p, key in zip(held, keys, strict=True):
-        fragment = _placement_fragments.get(key)
+    for p in held:
+        one = _placement_key(p)
+        fragment = _placement_fragments.get(one)
         if fragment is None:
-            fragment = _memo(_placement_fragments, key, _placement(p))
+            fragment = _memo(_placement_fragments, one, _placement(p))
         parts.append(fragment)
-    return _memo(_tuple_fragments, keys, b"".join(parts))
+    return _memo(_tuple_fragments, key, b"".join(parts))
 
 
 def _placement(p: model.Placement) -> bytes:
