@@ -10,9 +10,11 @@ a node being replaced goes only once its replacement is ready; a removed node's 
 evicted and wait again.
 
 Figures per autoscaler: total cost; cost over the lower bound (``capacity.bound.lower_bound``
-with integral node counts over the demand of every step, no count limits, integrated like the
-cost; a step whose solve hit the time limit counts the bound proven by then and is counted in
-``Timeline.inexact``); pending time p50/p99 (arrival, or eviction, to placement); evictions;
+with integral node counts over the demand of every step, no count limits, joined over the
+run by ``capacity.time_bound``: non-preemptible work pinned, each node paid from
+``⌊delay / step⌋`` steps before it holds work, as here; a step whose solve hit the time
+limit counts the bound proven by then and is counted in ``Timeline.inexact``); pending time
+p50/p99 (arrival, or eviction, to placement); evictions;
 node churn (added + removed); guarantee violations (steps, sampled every ``check_every``
 steps, where ``capacity.checks.guarantee_backed`` finds an effective guarantee short).
 
