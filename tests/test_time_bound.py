@@ -74,6 +74,17 @@ def test_lead_rejects_a_negative_lead() -> None:
         time_bound(columns([M4]), [[A]], [1.0], 1.0, lead=-1)
 
 
+def test_lead_floors_past_the_time_limit_are_the_steps_own() -> None:
+    """Past the time limit the lead floors left are the maxima of the steps' own floors
+    (valid, looser), nothing is memoised, and the line says so."""
+    time_bound_module._MEMO.clear()
+    got = time_bound(columns([M4]), [[], [A], []], [0.0, 1.0, 0.0], 1.0, lead=1,
+                     time_limit_s=-1.0)  # fmt: skip
+    assert (got.value, got.joined) == (pytest.approx(2.0), False)
+    assert time_bound_module.LEAD_CUT in got.why
+    assert not time_bound_module._MEMO
+
+
 ZONED = [node_group(f"z{z}", price, cpu=1, memory_gi=16, labels={ZONE: z})
          for z, price in (("a", 1.0), ("b", 1.0), ("c", 5.0))]  # fmt: skip
 GANG = workload("pg", "db", cpu=1, replicas=3, spread_key=ZONE, preemptible=False)
