@@ -78,6 +78,7 @@ JOINED = "joined over time, non-preemptible work pinned"
 NOT_PINNED = "per step (pinning off: failures move non-preemptible work)"
 NOTHING_PINNED = "per step (no non-preemptible work to pin)"
 TIMED_OUT = "per step (the joined LP hit its time limit)"
+INFEASIBLE = "per step (no plan holds the pinned demand within the groups' counts)"
 LEAD_CUT = "lead floors past the time limit: the steps' own"
 
 
@@ -192,7 +193,8 @@ def _solve(
     pins: Sequence[Sequence[Workload]],
     time_limit_s: float,
 ) -> TimeBound | None:
-    """The joined LP (module docstring); None when HiGHS did not finish.
+    """The joined LP (module docstring); None when HiGHS did not finish; the floors' sum,
+    not joined, when the LP is infeasible (the groups' counts cannot hold the demand).
 
     Steps whose every row is the same (same leaf window, demand, demands ahead and floor)
     share one ``x``, weighted by their count: averaging an optimum's ``x`` (and assignment)
@@ -239,6 +241,8 @@ def _solve(
     a_ub, b_ub = b.matrix()
     res = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=box, method="highs",
                   options={"time_limit": time_limit_s})  # fmt: skip
+    if res.status == 2:  # no plan holds the demand within the counts: the floors stand
+        return TimeBound(sum(floors) * step_h, tuple(floors), False, INFEASIBLE)
     if res.status != 0:
         return None
     x = np.asarray(res.x[:base]).reshape(n_g, n_c) @ np.array(price, dtype=np.float64)
