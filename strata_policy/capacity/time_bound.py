@@ -148,6 +148,7 @@ _MEMO: dict[tuple[object, ...], TimeBound] = {}
 
 
 def _with_cut(why: str, cut: bool) -> str:
+    """``why``, and that the lead floors were cut short by the time limit when they were."""
     return f"{why}; {LEAD_CUT}" if cut else why
 
 
