@@ -249,6 +249,36 @@ def rows_of(
     return cols, rows
 
 
+def classes_of(
+    columns: Sequence[GroupColumn], workloads: Sequence[Workload]
+) -> list[tuple[frozenset[int], Workload, int, int]]:
+    """``workloads`` as classes of alike ones (``_demands``): each class's usable set (the
+    indexes of the columns one of its replicas fits, ``could_hold``), an exemplar, its
+    replicas and its gangs (workloads). A class no column holds is left out (no plan holds
+    it), as in ``rows_of``."""
+    keys = {k for w in workloads for k in w.node_selector} | {w.spread_key for w in workloads}
+    probes, _ = _probes(columns, (), keys)
+    out = []
+    for d in _demands(workloads):
+        a = frozenset(i for i, p in enumerate(probes) if could_hold(p, d.exemplar))
+        if a:
+            out.append((a, d.exemplar, d.replicas, d.gangs))
+    return out
+
+
+def bound_of_rows(
+    cols: Sequence[GroupColumn],
+    rows: Sequence[tuple[list[float], float]],
+    *,
+    integral: bool = False,
+    time_limit_s: float = MILP_TIME_LIMIT_S,
+) -> LpResult:
+    """``min Σ price·x`` over ``rows`` (``coeffs·x ≥ rhs``) and the columns' boxes: the
+    solve behind ``lower_bound``, for rows put together by a caller (``time_bound`` asks for
+    a fleet that holds several steps' demands at once, each by its own rows)."""
+    return _solve_rows(cols, rows, integral, time_limit_s)
+
+
 def _probes(
     columns: Sequence[GroupColumn], fixed: Sequence[Node], keys: set[str]
 ) -> tuple[list[Node], list[GroupColumn]]:

@@ -10,9 +10,11 @@ a node being replaced goes only once its replacement is ready; a removed node's 
 evicted and wait again.
 
 Figures per autoscaler: total cost; cost over the lower bound (``capacity.bound.lower_bound``
-with integral node counts over the demand of every step, no count limits, integrated like the
-cost; a step whose solve hit the time limit counts the bound proven by then and is counted in
-``Timeline.inexact``); pending time p50/p99 (arrival, or eviction, to placement); evictions;
+with integral node counts over the demand of every step, no count limits, joined over the
+run by ``capacity.time_bound``: non-preemptible work pinned, each node paid from
+``⌊delay / step⌋`` steps before it holds work, as here; a step whose solve hit the time
+limit counts the bound proven by then and is counted in ``Timeline.inexact``); pending time
+p50/p99 (arrival, or eviction, to placement); evictions;
 node churn (added + removed); guarantee violations (steps, sampled every ``check_every``
 steps, where ``capacity.checks.guarantee_backed`` finds an effective guarantee short).
 
@@ -30,6 +32,7 @@ at the end (no departure, or the run stops) counts until the end.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -174,6 +177,7 @@ def replay(
     due_failures = sorted(failures)
     rng = random.Random(seed)
     demands: list[list[Workload]] = []
+    inexact: set[int] = set()  # steps whose integral bound hit its time limit
     i, now = 0, 0.0
     while now <= end_s + step_s or waiting:
         if now > end_s + 48 * 3600:
@@ -266,7 +270,8 @@ def replay(
         demands.append(demand)
         lower, exact = cost_.step_bound(groups, demand)
         out.bound_per_hour.append(lower)
-        out.inexact += not exact
+        if not exact:
+            inexact.add(len(out.bound_per_hour) - 1)
         out.pending.append(len(waiting))
         if len(out.times_h) % check_every == 0:
             out.checked += 1
@@ -276,12 +281,14 @@ def replay(
         now += step_s
     out.waits_s.extend(end_s - a for _, a in waiting.values())
     pinned = held or not out.failures  # with failures, non-preemptible work moves
+    lead = math.floor(delay_s / step_s + 1e-9)  # steps a node is paid before it is ready
     joined = time_bound.time_bound(
-        cost_.columns(groups), demands, out.bound_per_hour, step_s / 3600, pinned=pinned
-    )
+        cost_.columns(groups), demands, out.bound_per_hour, step_s / 3600, pinned=pinned,
+        lead=lead,
+    )  # fmt: skip
     out.bound_total, out.joined, out.bound_how = joined.value, joined.joined, joined.why
-    if joined.joined:
-        out.bound_per_hour = list(joined.per_step)
+    out.inexact = len(inexact | joined.inexact)
+    out.bound_per_hour = list(joined.per_step)
     return out
 
 
