@@ -204,7 +204,7 @@ def test_idle_streams_hold_no_worker(small: Server) -> None:
 
 def test_a_full_server_says_not_serving(small: Server) -> None:
     """Health/Check answers NOT_SERVING while every slot is taken, SERVING again after."""
-    client = Client(f"127.0.0.1:{small.port}", timeout=5)
+    client = Client(f"127.0.0.1:{small.port}", timeout=30)
     try:
         small.slots.in_use += SLOTS  # as if 8 calls were running
         try:

@@ -46,7 +46,7 @@ class Process:
              "--state-dir", str(state_dir), "--workers", "8"],
             stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
-        self.client = Client(self.address, timeout=10)
+        self.client = Client(self.address, timeout=30)
         deadline = time.monotonic() + STARTUP_SECONDS
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"server exited; see {log}"

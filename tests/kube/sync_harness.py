@@ -21,7 +21,7 @@ from strata_policy.service.client import Client
 KINDS = tuple(PATHS)
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
+def wait_until(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
     """Poll ``condition`` until true or ``timeout`` seconds pass (bounded; never a wall assert)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
