@@ -93,7 +93,7 @@ def call(channel: grpc.Channel, method: str, request: Any, token: str | None) ->
     stub = svc_grpc.PolicyServiceStub(channel)
     metadata = () if token is None else (("authorization", token),)
     try:
-        getattr(stub, method)(request, metadata=metadata, timeout=5)
+        getattr(stub, method)(request, metadata=metadata, timeout=30)
     except grpc.RpcError as exc:
         return exc.code()  # type: ignore[no-any-return]
     return grpc.StatusCode.OK
@@ -162,7 +162,7 @@ def test_denials_carry_error_info(
     stub = svc_grpc.PolicyServiceStub(channel)
     metadata = () if token is None else (("authorization", token),)
     with pytest.raises(grpc.RpcError) as caught:
-        stub.PushSnapshot(PUSH_B, metadata=metadata, timeout=5)
+        stub.PushSnapshot(PUSH_B, metadata=metadata, timeout=30)
     status = rpc_status.from_call(caught.value)  # type: ignore[arg-type]
     assert status is not None
     infos = [d for d in status.details if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR)]
@@ -174,7 +174,7 @@ def test_denials_carry_error_info(
 def test_health_is_open(server: tuple[grpc.Channel, Recorder]) -> None:
     """Health checks need no token, so probes work."""
     channel, _ = server
-    reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+    reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
@@ -285,5 +285,5 @@ def test_unauthenticated_bytes_are_never_read(server: tuple[grpc.Channel, Record
     channel, _ = server
     call = channel.unary_unary("/strata.policy.v1.PolicyService/Admit")
     with pytest.raises(grpc.RpcError) as caught:
-        call(b"\xff\xff\xff", timeout=5)
+        call(b"\xff\xff\xff", timeout=30)
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED

@@ -31,26 +31,42 @@ class WarmingUp(svc_grpc.PolicyServiceServicer):
         return svc.ListClustersResponse(clusters=[svc.ClusterSummary(cluster_id="warm")])
 
 
+class WarmingHealth(health.HealthServicer):
+    """Health of a warming server: NOT_SERVING until a client refused during the warm-up has
+    been told so once, SERVING from then on (the warm-up ends between that client's checks).
+
+    Driven by the client's own calls, not a timer: on a loaded machine a timer could end the
+    warm-up before the first call (nothing refused) or between the refusal and the health
+    check (never NOT_SERVING), and the test would fail for reasons of speed alone.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.warming: WarmingUp | None = None
+
+    def Check(self, request: object, context: grpc.ServicerContext) -> object:
+        """The status now; after telling a refused client NOT_SERVING, turn SERVING."""
+        reply = super().Check(request, context)
+        warming = self.warming
+        if warming is not None and warming.refused and not warming.serving.is_set():
+            warming.serving.set()
+            self.set("", health_pb2.HealthCheckResponse.SERVING)
+        return reply
+
+
 @pytest.fixture
 def warming() -> Iterator[tuple[str, WarmingUp]]:
-    """A server that turns SERVING 0.6 s after it starts."""
-    health_servicer = health.HealthServicer()
-    health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+    """A server that turns SERVING once a refused client has been told NOT_SERVING."""
+    health_servicer = WarmingHealth()
     servicer = WarmingUp(health_servicer)
+    health_servicer.warming = servicer
     srv = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     svc_grpc.add_PolicyServiceServicer_to_server(servicer, srv)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, srv)
     port = srv.add_insecure_port("127.0.0.1:0")
     srv.start()
-
-    def ready() -> None:
-        servicer.serving.set()
-        health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-
-    timer = threading.Timer(0.6, ready)
-    timer.start()
     yield f"127.0.0.1:{port}", servicer
-    timer.cancel()
     srv.stop(None)
 
 

@@ -21,7 +21,7 @@ def check(port: int, service: str = "") -> int:
     """One plaintext Health/Check, as the kubelet's grpc probe makes it."""
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = health_pb2_grpc.HealthStub(channel)
-        reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+        reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=30)
         return int(reply.status)
 
 
@@ -74,7 +74,7 @@ def test_it_serves_nothing_but_health(port: HealthPort) -> None:
     with grpc.insecure_channel(f"127.0.0.1:{port.port}") as channel:
         call = channel.unary_unary(f"/{SERVICE_NAME}/GetCluster")
         with pytest.raises(grpc.RpcError) as caught:
-            call(b"", timeout=5)
+            call(b"", timeout=30)
     assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 

@@ -57,7 +57,7 @@ def address() -> Iterator[str]:
 )
 def test_a_token_sees_what_it_may_read(address: str, token: str, expected: list[str]) -> None:
     """The listing is cut to the token's clusters, so no token learns another tenant's ids."""
-    client = Client(address, token=token, timeout=10)
+    client = Client(address, token=token, timeout=30)
     try:
         response = client.call("ListClusters", {})
     finally:
@@ -69,7 +69,7 @@ def test_summary_fields(address: str) -> None:
     """Each summary carries the generation and the node, scope and workload counts."""
     stub = svc_grpc.PolicyServiceStub(grpc.insecure_channel(address))
     reply = stub.ListClusters(
-        svc.ListClustersRequest(), metadata=(("authorization", f"Bearer {OPS}"),), timeout=10
+        svc.ListClustersRequest(), metadata=(("authorization", f"Bearer {OPS}"),), timeout=30
     )
     assert [
         (c.cluster_id, c.generation, c.node_count, c.scope_count, c.workload_count)
@@ -81,5 +81,5 @@ def test_no_token_is_refused(address: str) -> None:
     """Listing needs a token like every other call."""
     stub = svc_grpc.PolicyServiceStub(grpc.insecure_channel(address))
     with pytest.raises(grpc.RpcError) as caught:
-        stub.ListClusters(svc.ListClustersRequest(), timeout=10)
+        stub.ListClusters(svc.ListClustersRequest(), timeout=30)
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED

@@ -296,7 +296,7 @@ def test_http_endpoint_serves_the_registry() -> None:
     m.start_http("127.0.0.1:0")
     try:
         port = m.port
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as reply:
             body = reply.read().decode()
     finally:
         m.stop_http()

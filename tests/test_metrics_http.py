@@ -49,7 +49,7 @@ def scrape(port: int, authorization: str | None) -> tuple[int, str, str]:
     if authorization is not None:
         request.add_header("Authorization", authorization)
     try:
-        with urllib.request.urlopen(request, timeout=10) as reply:
+        with urllib.request.urlopen(request, timeout=30) as reply:
             return reply.status, reply.read().decode(), ""
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(), exc.headers.get("WWW-Authenticate", "")

@@ -179,7 +179,7 @@ def test_readers_racing_to_a_new_matrix_share_one_index(monkeypatch: pytest.Monk
     start = threading.Barrier(8)
 
     def reach(matrix: NodeMatrix) -> PlacementIndex:
-        start.wait(timeout=10)
+        start.wait(timeout=60)  # a hang guard: 8 threads meet at once unless the machine stalls
         return index_of(matrix)
 
     with ThreadPoolExecutor(8) as pool:

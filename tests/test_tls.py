@@ -132,7 +132,7 @@ def _check(target: str, creds: grpc.ChannelCredentials | None) -> bool:
     """Whether a health check over these credentials succeeds."""
     channel = grpc.insecure_channel(target) if creds is None else grpc.secure_channel(target, creds)
     try:
-        health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=3)
+        health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
     except grpc.RpcError as exc:
         if exc.code() is grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]  # a Call too
             return False  # refused in the handshake

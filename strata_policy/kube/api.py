@@ -14,6 +14,7 @@ dropped or sent garbage mid-stream: the caller re-watches from its last version)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator, Mapping
@@ -111,13 +112,19 @@ class HttpKubeApi:
         self._closed = False
 
     def close(self) -> None:
-        """Interrupt every open watch (their readers get ``StreamBroken``) and refuse new ones."""
+        """Interrupt every open watch (their readers get ``StreamBroken``) and refuse new ones.
+
+        Under the lock, so a reader cannot finish closing a stream between our look and our
+        interrupt; a stream that ended on its own (its reader closed it or gave its connection
+        back, and has not yet left ``_open``) needs no interrupt, and urllib3 refuses one
+        (``ValueError``/``RuntimeError``) instead of ignoring it.
+        """
         with self._lock:
             self._closed = True
-            streams = list(self._open)
-        for raw in streams:
-            if isinstance(raw, urllib3.HTTPResponse):
-                raw.shutdown()
+            for raw in self._open:
+                if isinstance(raw, urllib3.HTTPResponse):
+                    with contextlib.suppress(ValueError, RuntimeError, OSError):
+                        raw.shutdown()
 
     @classmethod
     def from_environment(cls, context: str | None = None) -> HttpKubeApi:

@@ -21,7 +21,7 @@ from strata_policy.service.client import Client
 KINDS = tuple(PATHS)
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
+def wait_until(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
     """Poll ``condition`` until true or ``timeout`` seconds pass (bounded; never a wall assert)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -81,6 +81,19 @@ class Running:
         held = self.syncer.view
         return held is not None and held.generation == view.generation
 
+    def watching(self) -> bool:
+        """Every reflector of a served kind has its watch open at the fake.
+
+        A fault (drop, expiry, bookmark) reaches only the watches open when it is made: a test
+        that makes one right after converging must first wait for this, or a reflector still
+        between its list and its watch would miss the fault and the test would prove nothing
+        (or fail on a loaded machine). Exact until the first fault: the fake counts open
+        handlers, and a dropped one may close after its reflector has watched again.
+        """
+        served = sum(1 for path in PATHS.values() if path not in self.fake.missing)
+        with self.fake.lock:
+            return self.fake.open_watches == served
+
 
 @contextmanager
 def running_sync(fake: FakeApiServer, client: Client, cluster_id: str) -> Iterator[Running]:
@@ -117,6 +130,6 @@ def running_sync(fake: FakeApiServer, client: Client, cluster_id: str) -> Iterat
             stop.set()
             api.close()
             for t in threads:
-                t.join(timeout=15)
+                t.join(timeout=30)
             alive = [t.name for t in threads if t.is_alive()]
             assert not alive, f"threads did not stop: {alive}"

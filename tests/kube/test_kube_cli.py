@@ -112,7 +112,7 @@ def test_sync_process_stops_cleanly(
                 except RpcError:
                     return False
 
-            assert wait_until(synced, 60), proc.stderr.read1().decode() if proc.poll() else ""
+            assert wait_until(synced, 120), proc.stderr.read1().decode() if proc.poll() else ""
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0
             assert fake.authorizations == {"Bearer t"}  # the kubeconfig's credentials

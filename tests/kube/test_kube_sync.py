@@ -35,6 +35,16 @@ def _converge(run: Running) -> None:
     assert wait_until(run.converged), (run.server_view(), run.expected(), run.syncer.stats)
 
 
+def _converge_and_watch(run: Running) -> None:
+    """Converged, and every watch open: a fault made now reaches every reflector."""
+    _converge(run)
+    assert wait_until(run.watching), (run.fake.open_watches, run.reflectors)
+
+
+def _total(run: Running, counter: str) -> int:
+    return sum(getattr(r.stats, counter) for r in run.reflectors)
+
+
 def test_initial_list_and_events(client: Client, cluster_id: str) -> None:
     """The first list creates the cluster; later adds, changes and deletes follow it."""
     fake = FakeApiServer()
@@ -58,11 +68,16 @@ def test_bookmarks_move_the_version(client: Client, cluster_id: str) -> None:
     fake = FakeApiServer()
     _seed(fake)
     with running_sync(fake, client, cluster_id) as run:
-        _converge(run)
+        _converge_and_watch(run)
         fake.put(NAMESPACES, namespace("other"))
         fake.bookmark()
-        assert wait_until(lambda: run.reflectors[0].stats.bookmarks >= 1)
-        assert run.cache.versions["nodes"] == str(fake.version)
+        # the reflector counts a bookmark before it applies it: wait for both
+        assert wait_until(
+            lambda: (
+                run.reflectors[0].stats.bookmarks >= 1
+                and run.cache.versions["nodes"] == str(fake.version)
+            )
+        ), (run.reflectors[0].stats, run.cache.versions, fake.version)
         _converge(run)
 
 
@@ -73,15 +88,17 @@ def test_gone_relists(client: Client, cluster_id: str, in_stream: bool) -> None:
     fake.expire_in_stream = in_stream
     _seed(fake)
     with running_sync(fake, client, cluster_id) as run:
-        _converge(run)
-        lists = sum(r.stats.lists for r in run.reflectors)
+        _converge_and_watch(run)
+        lists = _total(run, "lists")
         fake.drop_watches()
         fake.delete(PODS, "team-a/p2")
         fake.put(PODS, pod("p9", "team-a", containers=[container(cpu="1")], node_name="n2"))
         fake.compact()
         _converge(run)
-        assert sum(r.stats.lists for r in run.reflectors) > lists
-        assert sum(r.stats.expired for r in run.reflectors) >= 1
+        # a reflector whose re-list changed nothing may re-list after the state converged
+        assert wait_until(lambda: _total(run, "lists") > lists and _total(run, "expired") >= 1), [
+            r.stats for r in run.reflectors
+        ]
 
 
 def test_expired_mid_stream(client: Client, cluster_id: str) -> None:
@@ -89,11 +106,15 @@ def test_expired_mid_stream(client: Client, cluster_id: str) -> None:
     fake = FakeApiServer()
     _seed(fake)
     with running_sync(fake, client, cluster_id) as run:
-        _converge(run)
+        _converge_and_watch(run)
         fake.expire_watches()
         fake.delete(NODES, "n2")
         _converge(run)
-        assert all(r.stats.expired >= 1 for r in run.reflectors)
+        # the state converges once the nodes reflector has the deletion; the others (and the
+        # nodes one, if the deletion came on the stream before the ERROR) count theirs later
+        assert wait_until(lambda: all(r.stats.expired >= 1 for r in run.reflectors)), [
+            r.stats for r in run.reflectors
+        ]
 
 
 def test_dropped_connection_rewatches(client: Client, cluster_id: str) -> None:
@@ -101,13 +122,13 @@ def test_dropped_connection_rewatches(client: Client, cluster_id: str) -> None:
     fake = FakeApiServer()
     _seed(fake)
     with running_sync(fake, client, cluster_id) as run:
-        _converge(run)
-        lists = sum(r.stats.lists for r in run.reflectors)
+        _converge_and_watch(run)
+        lists = _total(run, "lists")
         fake.drop_watches()
         fake.put(PODS, pod("p5", "team-a", containers=[container(cpu="1")], node_name="n2"))
         _converge(run)
-        assert sum(r.stats.broken for r in run.reflectors) >= 1
-        assert sum(r.stats.lists for r in run.reflectors) == lists
+        assert wait_until(lambda: _total(run, "broken") >= 1), [r.stats for r in run.reflectors]
+        assert _total(run, "lists") == lists
 
 
 def test_paged_list(client: Client, cluster_id: str) -> None:
