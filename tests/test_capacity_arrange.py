@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 from capacity_kit import state_of
 
+from strata_policy.capacity import PlanOptions, plan_capacity
 from strata_policy.capacity.arrange import arrange, per_gpu, steady_cpu
 from strata_policy.model import Policy, Workload
 from strata_policy.placement.place import PlacementOptions, place_batch
-from strata_policy.testing import node, running, scope, workload
+from strata_policy.testing import node, node_group, running, scope, workload
 
 MOST = PlacementOptions(policy=Policy.MOST_ALLOCATED)
 
@@ -115,3 +116,33 @@ def test_per_gpu_is_the_largest_ask_per_whole_gpu() -> None:
     big = workload("v", "s", cpu=6, gpu_milli=1000, gpu_model="T4")
     assert per_gpu([_chat("c"), big])["T4"]["cpu"] == 6000
     assert per_gpu([_chat("c")])["T4"]["cpu"] == 4000
+
+
+def _vision(wid: str) -> Workload:
+    return workload(wid, "s", cpu=2, memory_gi=8, gpu_milli=1000, gpu_model="A10",
+                    preemptible=False)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("arranged", "bought"),
+    [
+        pytest.param(
+            False, [("a10", 3), ("m4", 1)],
+            id="arrival order: the dbs take an A10 node's CPU, a third A10 node is bought",
+        ),
+        pytest.param(
+            True, [("a10", 2), ("m4", 1)],
+            id="arranged: one db beside each vision replica, the third on a CPU node",
+        ),
+    ],
+)  # fmt: skip
+def test_the_plan_buys_for_the_arrangement(arranged: bool, bought: list[tuple[str, int]]) -> None:
+    """``PlanOptions.arrange`` plans with the same rule: no GPU node bought for its CPU."""
+    groups = [
+        node_group("m4", 0.192, cpu=4, memory_gi=16),
+        node_group("a10", 1.226, cpu=8, memory_gi=32, gpus=1, model="A10"),
+    ]
+    options = PlanOptions(placement=MOST, checks=False, fill_by_mix=True, arrange=arranged)
+    pending = [_pg("p1", 4), _pg("p2", 4), _pg("p3", 4), _vision("v1"), _vision("v2")]
+    plan = plan_capacity(state_of([], [scope("s")]), groups, pending, options)
+    assert [(s.node_group_id, s.count) for s in plan.scale_up] == bought

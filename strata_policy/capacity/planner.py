@@ -9,8 +9,9 @@ Order of work:
    with the earlier given ones charged (``quota.check_admit``); one a limit would deny is
    ``unplaceable`` with its ``LIMIT_EXCEEDED`` reasons and planned for no further. Headroom is
    not a reason here: adding capacity is the point.
-2. **Scale-up.** Pending workloads are placed (one ``place_batch``, the request's policy) on
-   the cluster; for those left, ``estimate`` opens the cheapest nodes per LP value; everything
+2. **Scale-up.** Pending workloads are placed (one ``place_batch``, the request's policy, or
+   ``arrange`` with ``PlanOptions.arrange``) on the cluster; for those left, ``estimate``
+   opens the cheapest nodes per LP value; everything
    pending is placed again on the cluster plus the new nodes (appended in group then serial
    order); leftovers ask the estimator again (at most ``_ROUNDS`` rounds); new nodes that end
    up empty are dropped. So applying the plan (adding its new nodes to the snapshot) and

@@ -3,7 +3,8 @@
 The replay runs on the engine (``Engine``: push, place, release, update), in steps of
 ``step_s`` seconds of simulated time. Each step: workloads whose time is up are released;
 ordered nodes whose provisioning delay has passed join the cluster; what waits is placed
-(arrival order, the autoscaler's scheduler policy); then the autoscaler decides, seeing what
+(arrival order, the autoscaler's scheduler policy; for an autoscaler that ``arranges``, Strata,
+as Strata places: ``strata_place``); then the autoscaler decides, seeing what
 still waits minus what the ready nodes' free room and the nodes being provisioned will hold
 together (an autoscaler's "upcoming nodes"). New nodes cost from the moment they are ordered;
 a node being replaced goes only once its replacement is ready; a removed node's replicas are

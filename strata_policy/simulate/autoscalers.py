@@ -21,8 +21,9 @@ room and the nodes being provisioned will not hold, so no autoscaler orders twic
   disruption whose pods all place elsewhere, deleted); else single-node (the first node whose
   pods place elsewhere is deleted, or that fit one node of a cheaper type is replaced).
 - **Strata**: ``plan_capacity`` (MOST_ALLOCATED as the scheduler: FGD as the running
-  scheduler spreads CPU work, 1.75× the bound on the day against 1.14×; ``fill_by_mix``); its
-  scale-up and its consolidation every pass, disruption budget 10 % of the nodes (at least 1).
+  scheduler spreads CPU work, 1.75× the bound on the day against 1.14×; ``fill_by_mix``,
+  ``arrange``); its scale-up and its consolidation every pass, disruption budget 10 % of the
+  nodes (at least 1). It places what it planned (``arranges``; ``strata_place``).
 
 The baselines schedule with LEAST_ALLOCATED (kube's default) or MOST_ALLOCATED.
 """
