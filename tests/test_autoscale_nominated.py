@@ -41,14 +41,25 @@ def test_a_nominated_workload_runs_on_its_node() -> None:
 
 
 def test_it_waits_for_a_node_being_provisioned() -> None:
-    """Room elsewhere does not take it while its node is coming; a node that will not come
-    lets the nomination lapse and it is placed like the rest."""
+    """No ready room: it waits for its coming node; a node that will not come lets the
+    nomination lapse and it is placed like the rest once room is there."""
     engine = _engine(node("a", cpu=4, memory_gi=16))
+    full = workload("full", "s", cpu=4, memory_gi=4)
+    strata_place.place(engine, "c", [full], {}, set(), MOST)
     p = workload("p", "s", cpu=1, memory_gi=1)
     nominated = {"p": ("new-0",)}
     assert strata_place.place(engine, "c", [p], nominated, {"new-0"}, MOST) == []
     assert nominated == {"p": ("new-0",)}
-    assert strata_place.place(engine, "c", [p], nominated, set(), MOST) == ["p"]
+    assert strata_place.place(engine, "c", [p], nominated, set(), MOST) == []
+    assert nominated == {}
+
+
+def test_ready_room_is_taken_before_the_coming_node() -> None:
+    """Room freed since the plan: it runs now on a ready node, not 120 s later on its own."""
+    engine = _engine(node("a", cpu=4, memory_gi=16))
+    p = workload("p", "s", cpu=1, memory_gi=1)
+    nominated = {"p": ("new-0",)}
+    assert strata_place.place(engine, "c", [p], nominated, {"new-0"}, MOST) == ["p"]
     assert (_where(engine)["p"], nominated) == (("a",), {})
 
 

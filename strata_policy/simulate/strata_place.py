@@ -9,7 +9,9 @@ arrival order):
   nominated pod does: once every node it was given is ready, it runs exactly there (the GPU
   devices chosen as Place would: the fullest device a share fits, else the first free ones).
   If its room went in between, or a node it was given is gone, the nomination lapses and it is
-  placed like the rest.
+  placed like the rest. While its node is coming, it runs at once if the ready nodes hold it
+  (room freed since the plan): work never waits for a node when room is ready; the node
+  ordered for it takes the next arrivals or is consolidated.
 - The rest is placed by ``arrange.arrange`` over the ready nodes (steady CPU work last, into
   the spare room of GPU nodes that stay), with the row's policy.
 
@@ -47,6 +49,7 @@ def place(
         del nominated[wid]
     commits: list[RunningWorkload] = []
     rest: list[Workload] = []
+    early: set[str] = set()
     for w in queue:
         node_ids = nominated.get(w.id)
         if node_ids is None:
@@ -60,7 +63,8 @@ def place(
             else:
                 rest.append(w)
         elif all(nid in m.index or nid in coming for nid in node_ids):
-            continue  # waits for its node
+            early.add(w.id)  # waits for its node, unless the ready nodes hold it now
+            rest.append(w)
         else:
             del nominated[w.id]
             rest.append(w)
@@ -69,6 +73,7 @@ def place(
         for w, o in zip(rest, arrange(m, rest, options, running), strict=True):
             if o.placed:
                 commits.append(RunningWorkload(w, o.placements))
+                nominated.pop(w.id, None)
     if commits:
         engine.update_snapshot(cluster, Delta(upsert_workloads=tuple(commits)))
     return [rw.workload.id for rw in commits]
