@@ -146,21 +146,3 @@ def test_the_plan_buys_for_the_arrangement(arranged: bool, bought: list[tuple[st
     pending = [_pg("p1", 4), _pg("p2", 4), _pg("p3", 4), _vision("v1"), _vision("v2")]
     plan = plan_capacity(state_of([], [scope("s")]), groups, pending, options)
     assert [(s.node_group_id, s.count) for s in plan.scale_up] == bought
-
-
-def test_gpu_nodes_pinned_only_up_to_the_guaranteed_gpus() -> None:
-    """Two T4 nodes each run one non-preemptible half-T4 replica: the base needs one T4, so
-    steady CPU work pins one T4 node and the other replica goes to the CPU node."""
-    nodes = [_t4("t4-0"), _t4("t4-1"), node("cpu", cpu=8, memory_gi=32)]
-    run = [running(_chat("c0"), ("t4-0", (0,))), running(_chat("c1"), ("t4-1", (0,)))]
-    gang = workload("pg", "s", cpu=2, memory_gi=8, replicas=2, preemptible=False,
-                    spread_key="kubernetes.io/hostname")  # fmt: skip
-    where = _where(nodes, [gang], run)["pg"]
-    assert sorted(where) in (["cpu", "t4-0"], ["cpu", "t4-1"])
-
-
-def test_a_pinned_gpu_node_stays_open_to_steady_work() -> None:
-    """A T4 node already running steady CPU work takes more, whatever the base needs."""
-    nodes = [node("cpu", cpu=8, memory_gi=32), _t4("t4")]
-    run = [running(_chat("c0", True), ("t4", (0,))), running(_pg("old", 1), "t4")]
-    assert _where(nodes, [_pg("pg", 1)], run)["pg"] == ("t4",)

@@ -18,8 +18,8 @@ order and the rule Strata decides with when it admits and places pending work it
    that model asks: a T4 node for two half-T4 replicas of 2 CPUs keeps 4 CPUs for them), and
    a GPU node that runs work, all of it preemptible, is **avoided**: its work is the burst
    that comes and goes, so the node goes with it unless a never-moved replica pins it there.
-   Of the others, steady CPU work pins GPU nodes of a model only up to the GPUs the model's
-   non-preemptible (guaranteed base) work asks for (``_Stay``): those stay all day.
+   A GPU node running non-preemptible work (a guaranteed base load), or nothing yet, is taken
+   as staying.
 
 With no steady CPU work (openb: every pod is preemptible) this is ``place_batch`` exactly.
 Deterministic: the same matrix, work and options give the same outcomes.
@@ -96,25 +96,18 @@ def arrange(
             if not w.preemptible:
                 anchored.add(n)
     ratios = per_gpu([*(rw.workload for rw in running), *pending])
-    stay = _Stay(m, [*(rw.workload for rw in running), *pending])
-    for rw in running:
-        if steady_cpu(rw.workload):
-            for p in rw.placements:
-                if (n := m.index.get(p.node_id)) is not None and int(m.gpu_devices[n]):
-                    stay.pin(n)
+    room: set[int] = set()
     for n in range(len(m)):
-        if int(m.gpu_devices[n]) == 0 or n not in busy:
-            stay.plain.add(n)
         if int(m.gpu_devices[n]) == 0:
             continue
-        if n in busy and n not in anchored and n not in stay.pinned:
+        if n in busy and n not in anchored:
             scratch.block(m, n)
         else:
             _reserve(m, n, ratios.get(m.nodes[n].gpu_model, {}))
-            stay.candidates.add(n)
+            room.add(n)
     second = []
     for i in steady:
-        o = _preferring(m, pending[i], stay, options)
+        o = _preferring(m, pending[i], room, options)
         scratch.allocate(m, pending[i].request, o.placements)
         second.append(o)
     out: list[PlacementOutcome] = []
@@ -124,70 +117,24 @@ def arrange(
     return out
 
 
-class _Stay:
-    """Which GPU nodes steady CPU work may pin: those it already pins, and others while the
-    pinned GPUs of their model stay within what the model's non-preemptible GPU work asks
-    (whole GPUs, rounded up). The guaranteed base load needs that many GPUs all the time; a
-    GPU node beyond it is one the load brought and will take away, and a never-moved replica
-    there would keep it through the night. (The base replicas are re-created as the load is
-    re-planned, so "runs a base replica now" alone does not say a node stays.)"""
-
-    def __init__(self, m: NodeMatrix, work: Sequence[Workload]) -> None:
-        self.m = m
-        self.pinned: set[int] = set()
-        self.candidates: set[int] = set()
-        self.plain: set[int] = set()  # CPU nodes, and GPU nodes running nothing
-        need: dict[str, int] = {}
-        for w in work:
-            if not w.preemptible and w.request.get(GPU, 0) > 0:
-                need[w.gpu_model] = need.get(w.gpu_model, 0) + w.request[GPU] * w.replicas
-        self.need = {k: -(-v // MILLI_PER_GPU) for k, v in need.items()}
-        self.used: dict[str, int] = {}
-
-    def pin(self, n: int) -> None:
-        """Node ``n`` now runs steady CPU work."""
-        if n not in self.pinned:
-            self.pinned.add(n)
-            model = self.m.nodes[n].gpu_model
-            self.used[model] = self.used.get(model, 0) + int(self.m.gpu_devices[n])
-
-    def unpin(self, n: int) -> None:
-        """Undo ``pin`` (a gang that did not place whole)."""
-        self.pinned.discard(n)
-        model = self.m.nodes[n].gpu_model
-        self.used[model] -= int(self.m.gpu_devices[n])
-
-    def room(self) -> set[int]:
-        """The GPU nodes steady CPU work may take now."""
-        out = set(self.pinned)
-        for n in self.candidates - self.pinned:
-            model = self.m.nodes[n].gpu_model
-            if self.used.get(model, 0) + int(self.m.gpu_devices[n]) <= self.need.get(model, 0):
-                out.add(n)
-        return out
-
-
 def _preferring(
-    m: NodeMatrix, w: Workload, stay: _Stay, options: PlacementOptions
+    m: NodeMatrix, w: Workload, room: set[int], options: PlacementOptions
 ) -> PlacementOutcome:
-    """``w`` placed replica by replica, each on the GPU nodes' room (``stay``) if it fits
-    there, else there or on a CPU node (or a GPU node running nothing: a catalog may have
-    no CPU nodes), siblings on distinct values of its spread label; all replicas or
-    none (a gang stays whole). The scheduler's scores tie between a full CPU node and a full
-    GPU node, so the preference is asked, not scored. ``m`` is left as it was."""
+    """``w`` placed replica by replica, each on the GPU nodes' ``room`` if it fits there, else
+    on any node, siblings on distinct values of its spread label; all replicas or none (a gang
+    stays whole). The scheduler's scores tie between a full CPU node and a full GPU node, so
+    the preference is asked, not scored. ``m`` is left as it was."""
     key = w.spread_key
     one = scratch.one_replica(w)
     used: set[str] = set()
     held: list[tuple[int, tuple[int, ...]]] = []
-    pinned: list[int] = []
     for _ in range(w.replicas):
         found = None
-        room = stay.room()
-        for allowed in (room, room | stay.plain):
+        for allowed in (room, None):
             blocked: scratch.Blocked = []
             for n in range(len(m)):
                 value = m.nodes[n].label(key) if key else ""
-                if n not in allowed or value is None or value in used:
+                if (allowed is not None and n not in allowed) or value is None or value in used:
                     blocked += scratch.block(m, n)
             o = place_one(m, one, options)
             scratch.unblock(m, blocked)
@@ -197,15 +144,10 @@ def _preferring(
         if found is None:
             for n, devices in reversed(held):
                 m.deallocate(n, w.request, devices)
-            for n in pinned:
-                stay.unpin(n)
             return PlacementOutcome((), reasons=o.reasons)
         n = m.index[found.node_id]
         m.allocate(n, w.request, found.gpu_devices)
         held.append((n, found.gpu_devices))
-        if int(m.gpu_devices[n]) and n not in stay.pinned:
-            stay.pin(n)
-            pinned.append(n)
         if key:
             used.add(m.nodes[n].label(key) or "")
     for n, devices in reversed(held):
