@@ -3,6 +3,7 @@ a node it ordered waits for that node and runs exactly there; the rest is arrang
 
 from __future__ import annotations
 
+import pytest
 from capacity_kit import state_of
 
 from strata_policy.engine import Engine
@@ -11,7 +12,7 @@ from strata_policy.placement.place import PlacementOptions
 from strata_policy.simulate import strata_place
 from strata_policy.simulate.autoscalers import StrataAutoscaler, View
 from strata_policy.state.changes import Delta
-from strata_policy.testing import node, node_group, scope, workload
+from strata_policy.testing import group_node, node, node_group, scope, workload
 
 MOST = PlacementOptions(policy=Policy.MOST_ALLOCATED)
 
@@ -109,3 +110,30 @@ def test_placements_are_committed_as_upserts() -> None:
     strata_place.place(engine, "c", [workload("p", "s", cpu=1)], {}, set(), MOST)
     engine.update_snapshot("c", Delta(remove_workload_ids=("p",)))
     assert _where(engine) == {}
+
+
+def test_nothing_lands_on_a_leaving_node() -> None:
+    """A node whose removal is due takes no work, and a nomination naming it lapses."""
+    engine = _engine(node("a", cpu=4, memory_gi=16), node("b", cpu=4, memory_gi=16))
+    half = workload("half", "s", cpu=2, memory_gi=2)
+    strata_place.place(engine, "c", [half], {"half": ("a",)}, set(), MOST)
+    nominated = {"p": ("a",)}
+    p = workload("p", "s", cpu=1, memory_gi=1)
+    assert strata_place.place(engine, "c", [p], nominated, set(), MOST, {"a"}) == ["p"]
+    assert (_where(engine)["p"], nominated) == (("b",), {})
+
+
+@pytest.mark.parametrize(
+    ("awaited", "removed"),
+    [
+        pytest.param(frozenset(), ["n0"], id="an empty node nobody awaits goes"),
+        pytest.param(frozenset({"n0"}), [], id="an empty node nominated work awaits stays"),
+    ],
+)
+def test_awaited_nodes_are_not_consolidated(awaited: frozenset[str], removed: list[str]) -> None:
+    """A node nominated work waits for is empty at plan time; removing it would evict that
+    work when it lands (a non-preemptible gang, evicted again and again with failures)."""
+    small = node_group("small", 0.2, cpu=4, memory_gi=16)
+    nodes = [group_node("n0", "small", cpu=4, memory_gi=16)]
+    view = View(0.0, state_of(nodes, [scope("s")]), [], [small], {}, {}, {}, awaited)
+    assert StrataAutoscaler().decide(view).remove == removed

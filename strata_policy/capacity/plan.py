@@ -124,6 +124,10 @@ class PlanOptions:
     deterministic and its cost independent of the cluster's size."""
     fill_by_mix: bool = False
     arrange: bool = False
+    keep: frozenset[str] = frozenset()
+    """Node ids consolidation never names: a controller's nodes that work it placed itself
+    waits for (the replay's Strata autoscaler: a node a nominated workload awaits is empty at
+    plan time, and removing it would evict that workload when it lands)."""
     """Place pending work with ``arrange.arrange`` (steady CPU work last, into the spare room of
     GPU nodes that stay, their GPUs' CPU reserved) instead of one ``place_batch``: off for a
     one-shot plan, on for a controller that also places what it planned (the replay's Strata

@@ -86,7 +86,7 @@ def plan_capacity(
     scale_up = _scale_up_entries(new_nodes, pending, outcomes)
     planned: dict[str, tuple[str, ...]] = {}
     now_running = list(placed_running)
-    pinned = {nd.id for _, nd in new_nodes}
+    pinned = {nd.id for _, nd in new_nodes} | set(options.keep)
     by_id = {rw.workload.id: rw for rw in running}
     left: list[Workload] = []
     for w, o in zip(pending, outcomes, strict=True):

@@ -217,7 +217,10 @@ def replay(
             queue = [w for w, _ in sorted(waiting.values(), key=lambda wa: (wa[1], wa[0].id))]
             if arranges:
                 coming = {nd.id for _, nd in ordered}
-                placed = strata_place.place(engine, CLUSTER, queue, nominated, coming, options)
+                leaving = {nid for _, ids in deferred for nid in ids}
+                placed = strata_place.place(
+                    engine, CLUSTER, queue, nominated, coming, options, leaving
+                )
             else:
                 result = engine.place(CLUSTER, queue, options=options)
                 placed = [r.workload_id for r in result.results if r.placements]
@@ -233,7 +236,8 @@ def replay(
         uncovered, taken = _uncovered(
             state.matrix, pending, [nd for _, nd in ordered], options, running, arranges
         )
-        view = View(now, state, uncovered, groups, provisioning, added_at, taken)
+        awaited = frozenset(nid for ids in nominated.values() for nid in ids)
+        view = View(now, state, uncovered, groups, provisioning, added_at, taken, awaited)
         actions = autoscaler.decide(view)
         names = {gid: iter(ids) for gid, ids in actions.names.items()}
         renamed: dict[str, str] = {}

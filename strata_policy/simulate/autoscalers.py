@@ -58,6 +58,8 @@ class View:
     provisioning: dict[str, int]
     added_at_s: dict[str, float]
     spread_taken: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    waited_for: frozenset[str] = frozenset()
+    """Nodes that work the autoscaler placed itself waits for (Strata's nominations)."""
 
 
 @dataclass(slots=True)
@@ -151,6 +153,7 @@ class StrataAutoscaler:
             checks=False,
             fill_by_mix=True,
             arrange=True,
+            keep=view.waited_for,
         )
         plan = plan_capacity(view.state, groups, view.pending, options)
         out = Actions(add=[(s.node_group_id, s.count) for s in plan.scale_up])

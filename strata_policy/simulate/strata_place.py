@@ -20,8 +20,9 @@ Placements are committed as a kube sync reports bound pods (``UpdateSnapshot``),
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
+from strata_policy.capacity import scratch
 from strata_policy.capacity.arrange import arrange
 from strata_policy.engine import Engine
 from strata_policy.model import Placement, RunningWorkload, Workload
@@ -38,12 +39,19 @@ def place(
     nominated: dict[str, tuple[str, ...]],
     coming: set[str],
     options: PlacementOptions,
+    leaving: Set[str] = frozenset(),
 ) -> list[str]:
     """Place ``queue`` (arrival order) as the module docstring says; returns the ids placed.
     ``nominated`` (workload id to one node id per replica) is updated: entries of workloads
-    placed, gone or whose node will not come are dropped. ``coming``: ordered node ids."""
+    placed, gone or whose node will not come are dropped. ``coming``: ordered node ids;
+    ``leaving``: nodes whose removal is due when their replacements are ready: Strata places
+    nothing there (cluster-autoscaler and Karpenter taint such nodes too), and a nomination
+    naming one lapses."""
     state = engine.store.slot(cluster).require(cluster)
     m = state.matrix.copy()
+    for nid in leaving:
+        if nid in m.index:
+            scratch.block(m, m.index[nid])
     waiting = {w.id for w in queue}
     for wid in [wid for wid in nominated if wid not in waiting]:
         del nominated[wid]
@@ -55,7 +63,10 @@ def place(
         if node_ids is None:
             rest.append(w)
             continue
-        if all(nid in m.index for nid in node_ids):
+        if any(nid in leaving for nid in node_ids):
+            del nominated[w.id]
+            rest.append(w)
+        elif all(nid in m.index for nid in node_ids):
             del nominated[w.id]
             placements = pinned(m, w, node_ids)
             if placements is not None:
