@@ -113,12 +113,13 @@ def test_placements_are_committed_as_upserts() -> None:
 
 
 def test_nothing_lands_on_a_leaving_node() -> None:
-    """A node whose removal is due takes no work, and a nomination naming it lapses."""
+    """A node whose removal is due takes no non-preemptible work; a nomination naming it
+    lapses."""
     engine = _engine(node("a", cpu=4, memory_gi=16), node("b", cpu=4, memory_gi=16))
     half = workload("half", "s", cpu=2, memory_gi=2)
     strata_place.place(engine, "c", [half], {"half": ("a",)}, set(), MOST)
     nominated = {"p": ("a",)}
-    p = workload("p", "s", cpu=1, memory_gi=1)
+    p = workload("p", "s", cpu=1, memory_gi=1, preemptible=False)
     assert strata_place.place(engine, "c", [p], nominated, set(), MOST, {"a"}) == ["p"]
     assert (_where(engine)["p"], nominated) == (("b",), {})
 
@@ -137,3 +138,13 @@ def test_awaited_nodes_are_not_consolidated(awaited: frozenset[str], removed: li
     nodes = [group_node("n0", "small", cpu=4, memory_gi=16)]
     view = View(0.0, state_of(nodes, [scope("s")]), [], [small], {}, {}, {}, awaited)
     assert StrataAutoscaler().decide(view).remove == removed
+
+
+def test_preemptible_work_may_use_a_leaving_node() -> None:
+    """Preemptible work may take a leaving node's room until it goes (moved then, as any)."""
+    engine = _engine(node("a", cpu=4, memory_gi=16), node("b", cpu=4, memory_gi=16))
+    half = workload("half", "s", cpu=2, memory_gi=2)
+    strata_place.place(engine, "c", [half], {"half": ("a",)}, set(), MOST)
+    p = workload("p", "s", cpu=1, memory_gi=1)
+    assert strata_place.place(engine, "c", [p], {}, set(), MOST, {"a"}) == ["p"]
+    assert _where(engine)["p"] == ("a",)

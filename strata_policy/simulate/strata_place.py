@@ -45,13 +45,16 @@ def place(
     ``nominated`` (workload id to one node id per replica) is updated: entries of workloads
     placed, gone or whose node will not come are dropped. ``coming``: ordered node ids;
     ``leaving``: nodes whose removal is due when their replacements are ready: Strata places
-    nothing there (cluster-autoscaler and Karpenter taint such nodes too), and a nomination
-    naming one lapses."""
+    no non-preemptible work there (it would be moved when the node goes; cluster-autoscaler
+    and Karpenter taint such nodes), and a nomination naming one lapses. Non-preemptible work
+    is placed first, then the preemptible work, which may use a leaving node's room until it
+    goes (blocking that too left more openb pods waiting until they left)."""
     state = engine.store.slot(cluster).require(cluster)
     m = state.matrix.copy()
+    blocked: scratch.Blocked = []
     for nid in leaving:
         if nid in m.index:
-            scratch.block(m, m.index[nid])
+            blocked += scratch.block(m, m.index[nid])
     waiting = {w.id for w in queue}
     for wid in [wid for wid in nominated if wid not in waiting]:
         del nominated[wid]
@@ -79,10 +82,16 @@ def place(
         else:
             del nominated[w.id]
             rest.append(w)
-    if rest:
+    fixed = [w for w in rest if not w.preemptible]
+    for batch in (fixed, [w for w in rest if w.preemptible]):
+        if batch is not fixed:
+            scratch.unblock(m, blocked)  # preemptible work may use a leaving node's room
+        if not batch:
+            continue
         running = [*(rw for rw in state.workloads.values() if rw.placed), *commits]
-        for w, o in zip(rest, arrange(m, rest, options, running), strict=True):
+        for w, o in zip(batch, arrange(m, batch, options, running), strict=True):
             if o.placed:
+                scratch.allocate(m, w.request, o.placements)
                 commits.append(RunningWorkload(w, o.placements))
                 nominated.pop(w.id, None)
     if commits:
