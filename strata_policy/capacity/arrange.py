@@ -27,7 +27,7 @@ Deterministic: the same matrix, work and options give the same outcomes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 from strata_policy.capacity import scratch
 from strata_policy.model import Placement, RunningWorkload, Workload
@@ -68,10 +68,12 @@ def arrange(
     pending: Sequence[Workload],
     options: PlacementOptions,
     running: Sequence[RunningWorkload] = (),
+    avoid: Set[str] = frozenset(),
 ) -> list[PlacementOutcome]:
     """Outcomes for ``pending`` in its order (see the module docstring); ``running`` is the
     work on ``matrix`` (it tells which GPU nodes run non-preemptible work, and the GPU shapes
-    to reserve for). Like ``place_batch``, ``matrix`` is not changed."""
+    to reserve for); steady CPU work never goes to a node of ``avoid`` (nodes about to be
+    removed). Like ``place_batch``, ``matrix`` is not changed."""
     steady = [i for i, w in enumerate(pending) if steady_cpu(w)]
     if not steady:
         return place_batch(matrix, pending, options)
@@ -95,6 +97,9 @@ def arrange(
             busy.add(n)
             if not w.preemptible:
                 anchored.add(n)
+    for nid in avoid:
+        if nid in m.index:
+            scratch.block(m, m.index[nid])
     ratios = per_gpu([*(rw.workload for rw in running), *pending])
     room: set[int] = set()
     for n in range(len(m)):

@@ -44,11 +44,11 @@ def place(
     """Place ``queue`` (arrival order) as the module docstring says; returns the ids placed.
     ``nominated`` (workload id to one node id per replica) is updated: entries of workloads
     placed, gone or whose node will not come are dropped. ``coming``: ordered node ids;
-    ``leaving``: nodes whose removal is due when their replacements are ready: Strata places
-    no non-preemptible work there (it would be moved when the node goes; cluster-autoscaler
-    and Karpenter taint such nodes), and a nomination naming one lapses. Non-preemptible work
-    is placed first, then the preemptible work, which may use a leaving node's room until it
-    goes (blocking that too left more openb pods waiting until they left)."""
+    ``leaving``: nodes whose removal is due when their replacements are ready: a nomination
+    naming one lapses, and ``arrange`` puts no steady CPU work there (it would be moved when
+    the node goes); other work may use their room until they go (blocking it for all work
+    left more openb pods waiting until they left, and placing non-preemptible work in a pass
+    of its own changed the day's arrangement for the worse)."""
     state = engine.store.slot(cluster).require(cluster)
     m = state.matrix.copy()
     blocked: scratch.Blocked = []
@@ -82,16 +82,11 @@ def place(
         else:
             del nominated[w.id]
             rest.append(w)
-    fixed = [w for w in rest if not w.preemptible]
-    for batch in (fixed, [w for w in rest if w.preemptible]):
-        if batch is not fixed:
-            scratch.unblock(m, blocked)  # preemptible work may use a leaving node's room
-        if not batch:
-            continue
+    scratch.unblock(m, blocked)
+    if rest:
         running = [*(rw for rw in state.workloads.values() if rw.placed), *commits]
-        for w, o in zip(batch, arrange(m, batch, options, running), strict=True):
+        for w, o in zip(rest, arrange(m, rest, options, running, leaving), strict=True):
             if o.placed:
-                scratch.allocate(m, w.request, o.placements)
                 commits.append(RunningWorkload(w, o.placements))
                 nominated.pop(w.id, None)
     if commits:
