@@ -106,7 +106,7 @@ class PlanOptions:
     ``fill_by_mix`` chooses new nodes' groups by how well their shape holds the pending mix
     rather than by what is cheapest for the replicas pending now (``estimate``); off for a
     one-shot plan (least cost per hour now, DESIGN §8), on for a controller that keeps a
-    cluster over time (the replay's Strata autoscaler).
+    cluster over time (the replay's Strata autoscaler). ``arrange`` below likewise.
 
     The default policy is FRAGMENTATION_AWARE: a packing policy (MOST_ALLOCATED) puts CPU-only
     work on a new GPU node's spare CPU and strands its GPUs (on the ``make bench`` case it
@@ -123,6 +123,15 @@ class PlanOptions:
     search by time (1 min multi-node, 3 min single-node); a bound in count keeps the plan
     deterministic and its cost independent of the cluster's size."""
     fill_by_mix: bool = False
+    arrange: bool = False
+    keep: frozenset[str] = frozenset()
+    """Node ids consolidation never names: a controller's nodes that work it placed itself
+    waits for (the replay's Strata autoscaler: a node a nominated workload awaits is empty at
+    plan time, and removing it would evict that workload when it lands)."""
+    """Place pending work with ``arrange.arrange`` (steady CPU work last, into the spare room of
+    GPU nodes that stay, their GPUs' CPU reserved) instead of one ``place_batch``: off for a
+    one-shot plan, on for a controller that also places what it planned (the replay's Strata
+    autoscaler, whose cluster places pending work as the plan says, DESIGN §9)."""
 
     @property
     def budget(self) -> int:

@@ -9,8 +9,9 @@ Order of work:
    with the earlier given ones charged (``quota.check_admit``); one a limit would deny is
    ``unplaceable`` with its ``LIMIT_EXCEEDED`` reasons and planned for no further. Headroom is
    not a reason here: adding capacity is the point.
-2. **Scale-up.** Pending workloads are placed (one ``place_batch``, the request's policy) on
-   the cluster; for those left, ``estimate`` opens the cheapest nodes per LP value; everything
+2. **Scale-up.** Pending workloads are placed (one ``place_batch``, the request's policy, or
+   ``arrange`` with ``PlanOptions.arrange``) on the cluster; for those left, ``estimate``
+   opens the cheapest nodes per LP value; everything
    pending is placed again on the cluster plus the new nodes (appended in group then serial
    order); leftovers ask the estimator again (at most ``_ROUNDS`` rounds); new nodes that end
    up empty are dropped. So applying the plan (adding its new nodes to the snapshot) and
@@ -28,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from strata_policy.capacity import bound, checks, scratch
+from strata_policy.capacity.arrange import arrange
 from strata_policy.capacity.catalog import GROUP_LABEL, NodeGroup, group_counts, validate_catalog
 from strata_policy.capacity.consolidate import consolidate
 from strata_policy.capacity.estimate import estimate
@@ -84,7 +86,7 @@ def plan_capacity(
     scale_up = _scale_up_entries(new_nodes, pending, outcomes)
     planned: dict[str, tuple[str, ...]] = {}
     now_running = list(placed_running)
-    pinned = {nd.id for _, nd in new_nodes}
+    pinned = {nd.id for _, nd in new_nodes} | set(options.keep)
     by_id = {rw.workload.id: rw for rw in running}
     left: list[Workload] = []
     for w, o in zip(pending, outcomes, strict=True):
@@ -147,8 +149,14 @@ def _scale_up(
 ) -> tuple[list[tuple[NodeGroup, Node]], list[PlacementOutcome], NodeMatrix]:
     """New nodes, the pending workloads' outcomes on the cluster plus them, that matrix."""
     place = options.placement
+
+    def place_all(m: NodeMatrix) -> list[PlacementOutcome]:
+        if options.arrange:
+            return arrange(m, pending, place, running)
+        return place_batch(m, pending, place)
+
     matrix = state.matrix.copy()
-    outcomes = place_batch(matrix, pending, place)
+    outcomes = place_all(matrix)
     headroom = [max(g.max_count - sizes[g.id], 0) for g in groups]
     new_nodes: list[tuple[NodeGroup, Node]] = []
     for _ in range(_ROUNDS):
@@ -165,14 +173,14 @@ def _scale_up(
                 new_nodes.append((g, _fresh(g, taken, next_id)))
         new_nodes = _ordered(new_nodes)
         matrix = scratch.extend(state.matrix, [nd for _, nd in new_nodes])
-        outcomes = place_batch(matrix, pending, place)
+        outcomes = place_all(matrix)
     if new_nodes:
         used = {p.node_id for o in outcomes for p in o.placements}
         kept = [(g, nd) for g, nd in new_nodes if nd.id in used]
         kept = _drop_spare(kept, pending, outcomes, place)
         if len(kept) < len(new_nodes):
             trimmed = scratch.extend(state.matrix, [nd for _, nd in kept])
-            again = place_batch(trimmed, pending, place)
+            again = place_all(trimmed)
             if sum(o.placed for o in again) >= sum(o.placed for o in outcomes):
                 new_nodes, outcomes, matrix = kept, again, trimmed
     return new_nodes, outcomes, matrix

@@ -3,7 +3,8 @@
 The replay runs on the engine (``Engine``: push, place, release, update), in steps of
 ``step_s`` seconds of simulated time. Each step: workloads whose time is up are released;
 ordered nodes whose provisioning delay has passed join the cluster; what waits is placed
-(arrival order, the autoscaler's scheduler policy); then the autoscaler decides, seeing what
+(arrival order, the autoscaler's scheduler policy; for an autoscaler that ``arranges``, Strata,
+as Strata places: ``strata_place``); then the autoscaler decides, seeing what
 still waits minus what the ready nodes' free room and the nodes being provisioned will hold
 together (an autoscaler's "upcoming nodes"). New nodes cost from the moment they are ordered;
 a node being replaced goes only once its replacement is ready; a removed node's replicas are
@@ -41,13 +42,15 @@ from typing import Protocol
 import numpy as np
 
 from strata_policy.capacity import NodeGroup, checks, scratch, time_bound
+from strata_policy.capacity.arrange import arrange
 from strata_policy.capacity.catalog import GROUP_LABEL, could_hold
 from strata_policy.engine import Engine
-from strata_policy.model import HOSTNAME_KEY, Node, Scope, Snapshot, Workload
+from strata_policy.model import HOSTNAME_KEY, Node, RunningWorkload, Scope, Snapshot, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU
 from strata_policy.placement.place import PlacementOptions, place_batch
 from strata_policy.simulate import autoscale_cost as cost_
 from strata_policy.simulate import autoscale_failures as failures_
+from strata_policy.simulate import strata_place
 from strata_policy.simulate.autoscale_failures import Failure
 from strata_policy.simulate.autoscalers import Actions, View
 from strata_policy.simulate.trace import TimedWorkload
@@ -178,6 +181,9 @@ def replay(
     rng = random.Random(seed)
     demands: list[list[Workload]] = []
     inexact: set[int] = set()  # steps whose integral bound hit its time limit
+    options = autoscaler.placement
+    arranges = getattr(autoscaler, "arranges", False) is True
+    nominated: dict[str, tuple[str, ...]] = {}
     i, now = 0, 0.0
     while now <= end_s + step_s or waiting:
         if now > end_s + 48 * 3600:
@@ -213,29 +219,45 @@ def replay(
             out.removed += len(ids)
         if waiting:
             queue = [w for w, _ in sorted(waiting.values(), key=lambda wa: (wa[1], wa[0].id))]
-            result = engine.place(CLUSTER, queue, options=autoscaler.placement)
-            for r in result.results:
-                if r.placements:
-                    out.waits_s.append(now - waiting.pop(r.workload_id)[1])
+            if arranges:
+                coming = {nd.id for _, nd in ordered}
+                leaving = {nid for _, ids in deferred for nid in ids}
+                placed = strata_place.place(
+                    engine, CLUSTER, queue, nominated, coming, options, leaving
+                )
+            else:
+                result = engine.place(CLUSTER, queue, options=options)
+                placed = [r.workload_id for r in result.results if r.placements]
+            for wid in placed:
+                out.waits_s.append(now - waiting.pop(wid)[1])
         state = engine.store.slot(CLUSTER).require(CLUSTER)
         pending = [w for w, _ in waiting.values()]
         provisioning: dict[str, int] = {}
         for _, nd in ordered:
             gid = nd.labels[GROUP_LABEL]
             provisioning[gid] = provisioning.get(gid, 0) + 1
+        running = [rw for rw in state.workloads.values() if rw.placed] if arranges else []
         uncovered, taken = _uncovered(
-            state.matrix, pending, [nd for _, nd in ordered], autoscaler.placement
+            state.matrix, pending, [nd for _, nd in ordered], options, running, arranges
         )
-        view = View(now, state, uncovered, groups, provisioning, added_at, taken)
+        awaited = frozenset(nid for ids in nominated.values() for nid in ids)
+        view = View(now, state, uncovered, groups, provisioning, added_at, taken, awaited)
         actions = autoscaler.decide(view)
+        names = {gid: iter(ids) for gid, ids in actions.names.items()}
+        renamed: dict[str, str] = {}
         for gid, count in actions.add:
             for _ in range(count):
                 nd = by_id[gid].new_node(serial)
+                if (planned := next(names.get(gid, iter(())), None)) is not None:
+                    renamed[planned] = nd.id
                 serial += 1
                 ordered.append((now + delay_s, nd))
                 added_at[nd.id] = now
                 out.churn += 1
                 out.added += 1
+        for wid, node_ids in actions.nominated.items():
+            if wid in waiting:
+                nominated[wid] = tuple(renamed.get(nid, nid) for nid in node_ids)
         if actions.remove:
             if actions.add:
                 deferred.append((now + delay_s, list(actions.remove)))
@@ -334,17 +356,28 @@ def _remove(
 
 
 def _uncovered(
-    matrix: NodeMatrix, pending: list[Workload], coming: list[Node], options: PlacementOptions
+    matrix: NodeMatrix,
+    pending: list[Workload],
+    coming: list[Node],
+    options: PlacementOptions,
+    running: Sequence[RunningWorkload] = (),
+    arranges: bool = False,
 ) -> tuple[list[Workload], dict[str, frozenset[str]]]:
     """What waits minus what the ready nodes' free room and the nodes being provisioned will
     hold (an autoscaler's "upcoming nodes"), in order; and, for each gang left whose spread
     is by a label other than the hostname, the values of that label where a ready or coming
-    node has room for one of its replicas (a zone ordered for it in an earlier loop)."""
+    node has room for one of its replicas (a zone ordered for it in an earlier loop). An
+    autoscaler that ``arranges`` is asked with its own rule (``arrange.arrange``): room it
+    would not use covers nothing."""
     if not pending:
         return pending, {}
     m = scratch.extend(matrix, coming) if coming else matrix.copy()
     out = []
-    for w, o in zip(pending, place_batch(m, pending, options), strict=True):
+    if arranges:
+        outcomes = arrange(m, pending, options, running)
+    else:
+        outcomes = place_batch(m, pending, options)
+    for w, o in zip(pending, outcomes, strict=True):
         if o.placed:
             scratch.allocate(m, w.request, o.placements)
         else:

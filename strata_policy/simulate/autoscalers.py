@@ -21,8 +21,9 @@ room and the nodes being provisioned will not hold, so no autoscaler orders twic
   disruption whose pods all place elsewhere, deleted); else single-node (the first node whose
   pods place elsewhere is deleted, or that fit one node of a cheaper type is replaced).
 - **Strata**: ``plan_capacity`` (MOST_ALLOCATED as the scheduler: FGD as the running
-  scheduler spreads CPU work, 1.75× the bound on the day against 1.14×; ``fill_by_mix``); its
-  scale-up and its consolidation every pass, disruption budget 10 % of the nodes (at least 1).
+  scheduler spreads CPU work, 1.75× the bound on the day against 1.14×; ``fill_by_mix``,
+  ``arrange``); its scale-up and its consolidation every pass, disruption budget 10 % of the
+  nodes (at least 1). It places what it planned (``arranges``; ``strata_place``).
 
 The baselines schedule with LEAST_ALLOCATED (kube's default) or MOST_ALLOCATED.
 """
@@ -57,14 +58,21 @@ class View:
     provisioning: dict[str, int]
     added_at_s: dict[str, float]
     spread_taken: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    waited_for: frozenset[str] = frozenset()
+    """Nodes that work the autoscaler placed itself waits for (Strata's nominations)."""
 
 
 @dataclass(slots=True)
 class Actions:
-    """New nodes per group and nodes to remove."""
+    """New nodes per group and nodes to remove. An autoscaler that also places (Strata, DESIGN
+    §9) names its new nodes (``names``: per group, the ids of its first new nodes in ``add``
+    order) and which pending workload waits for which of them (``nominated``: workload id to
+    one node id per replica, new or existing)."""
 
     add: list[tuple[str, int]] = field(default_factory=list)
     remove: list[str] = field(default_factory=list)
+    names: dict[str, list[str]] = field(default_factory=dict)
+    nominated: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def room(view: View, g: NodeGroup) -> int:
@@ -110,7 +118,14 @@ class StrataAutoscaler:
     never a candidate), and names at most ``ceil(budget_share × nodes)`` nodes (at least one):
     Karpenter's default disruption budget is 10 % of the nodes. Waiting for an empty queue
     (the earlier rule) meant that on openb, where something is nearly always pending, nodes
-    outlived their pods for hours; one node a pass could not follow a falling load."""
+    outlived their pods for hours; one node a pass could not follow a falling load.
+
+    ``arranges``: Strata places the pending work itself (DESIGN §9: admitted and placed by
+    Strata, released pinned to the chosen node), so the plan is made with ``arrange`` and its
+    scale-up returns which pending workload lands on which new node; the replay holds those
+    workloads for their nodes and places the rest with ``arrange.arrange``."""
+
+    arranges = True
 
     def __init__(
         self,
@@ -137,9 +152,18 @@ class StrataAutoscaler:
             disruption_budget=budget,
             checks=False,
             fill_by_mix=True,
+            arrange=True,
+            keep=view.waited_for,
         )
         plan = plan_capacity(view.state, groups, view.pending, options)
         out = Actions(add=[(s.node_group_id, s.count) for s in plan.scale_up])
+        new: set[str] = set()
+        for s in plan.scale_up:
+            out.names.setdefault(s.node_group_id, []).extend(s.node_ids)
+            new.update(s.node_ids)
+        for wid, node_ids in plan.placements.items():
+            if new.intersection(node_ids):
+                out.nominated[wid] = node_ids
         for c in plan.consolidation:
             out.remove.append(c.node_id)
             if c.replacement_group_id:
