@@ -325,7 +325,12 @@ def method_handlers(servicer: PolicyServicer) -> dict[str, grpc.RpcMethodHandler
     )
     handlers["PushSnapshot"] = grpc.unary_unary_rpc_method_handler(
         servicer.PushSnapshot,
-        request_deserializer=decode_push,  # running workloads kept as bytes, read as columns
+        # running workloads kept as bytes, read as columns; past the limits only counted
+        request_deserializer=partial(
+            decode_push,
+            max_nodes=servicer.engine.limits.max_nodes,
+            max_workloads=servicer.engine.limits.max_workloads,
+        ),
         response_serializer=svc.PushSnapshotResponse.SerializeToString,
     )
     handlers["Admit"] = grpc.unary_unary_rpc_method_handler(

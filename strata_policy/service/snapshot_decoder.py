@@ -21,6 +21,7 @@ exactly as protobuf does gets ``None`` and the caller converts the plain way
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -42,6 +43,14 @@ _SEPARATOR = 0
 _SNAPSHOT_KEY = b"\x12"  # PushSnapshotRequest.snapshot: field 2, length-delimited
 Counts = tuple[int, int, int, int, int]  # walk_running's first answer
 NodeCounts = tuple[int, int, int, int]  # walk_nodes's
+Running = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # walk_running's arrays, filled
+NodeArrays = tuple[np.ndarray, np.ndarray, np.ndarray]  # walk_nodes's
+# What decode_push's one walk sizes the arrays for, per record (a count past one of them walks
+# the records again with arrays of the counts): request entries, placements and devices per
+# workload, capacity and label entries per node. Arrays are allocated, not touched, past what
+# the walk writes, so a generous guess costs address space, not resident memory.
+_ENTRIES, _PLACEMENTS, _DEVICES, _CAPS, _LABELS = 8, 8, 16, 16, 32
+_FILL_ONLY = frozenset((wire.REPEATED_KEY, wire.REPEATED_DEVICE, wire.NEGATIVE_DEVICE))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +58,9 @@ class DecodedPush:
     """A PushSnapshot request as its handler gets it. ``message`` is the request, less its
     nodes and running workloads when ``body`` holds them: then ``body`` is the bytes of the
     ``Snapshot`` whose node and running workload records the kernels walked whole
-    (``nodes_counted``, ``running_counted``: their first answers). ``body`` is ``None`` when
+    (``nodes_counted``, ``running_counted``: their answers; ``nodes_walked``,
+    ``running_walked``: the arrays that walk filled, or ``None`` when it only counted, and
+    the columns walk the bytes again). ``body`` is ``None`` when
     ``message`` is the whole request. ``node_count`` and ``workload_count`` are the request's
     either way. ``raw`` is the request as sent, for the digest that checks a reused
     ``request_id``. ``cluster_id``, ``request_id`` and ``dry_run`` are the message's, for the
@@ -61,6 +72,8 @@ class DecodedPush:
     body: bytes | None = field(default=None, repr=False)
     nodes_counted: NodeCounts | None = field(default=None, repr=False)
     running_counted: Counts | None = field(default=None, repr=False)
+    nodes_walked: NodeArrays | None = field(default=None, repr=False, compare=False)
+    running_walked: Running | None = field(default=None, repr=False, compare=False)
     raw: bytes = field(default=b"", repr=False, compare=False)
 
     @property
@@ -79,13 +92,17 @@ class DecodedPush:
         return self.message.dry_run
 
 
-def decode_push(raw: bytes) -> DecodedPush:
+def decode_push(
+    raw: bytes, max_nodes: int = sys.maxsize, max_workloads: int = sys.maxsize
+) -> DecodedPush:
     """A serialized ``PushSnapshotRequest``, split as ``DecodedPush`` says.
 
     Raises protobuf's ``DecodeError`` exactly where ``PushSnapshotRequest.FromString`` would
-    (gRPC's call gate then answers as for any request it cannot deserialize). Nothing here is
-    sized by the request's counts: the kernels only walk and count, and the handler checks the
-    counts against the limits before the columns are allocated."""
+    (gRPC's call gate then answers as for any request it cannot deserialize). The nodes and
+    running workloads are walked once, into arrays sized by their exact record counts
+    (``split_push``'s), only when those are within ``max_nodes`` and ``max_workloads`` (the
+    server's limits): past them the kernels only count, and the handler refuses the request
+    on those counts before anything is sized by them."""
     buf = np.frombuffer(raw, dtype=np.uint8)
     kept = np.empty_like(buf)  # pages are touched only as far as the copy writes
     split = wire.split_push(buf, kept)
@@ -93,9 +110,14 @@ def decode_push(raw: bytes) -> DecodedPush:
         _, tag_lo, snap_lo, snap_hi, used, nodes, running = split
         body = raw[snap_lo:snap_hi] if nodes or running else b""
         walked = np.frombuffer(body, dtype=np.uint8)
-        nodes_counted = wire.walk_nodes(walked, False, *wire.node_arrays(0, 0, 0))
-        running_counted = wire.walk_running(walked, False, *wire.arrays(0, 0, 0, 0))
-        if nodes_counted[0] == wire.OK and running_counted[0] == wire.OK:
+        nodes_counted, nodes_walked = _walk_nodes(walked, nodes if nodes <= max_nodes else -1)
+        running_counted: Counts | None = None
+        running_walked: Running | None = None
+        if nodes_counted[0] == wire.OK:
+            running_counted, running_walked = _walk_running(
+                walked, running if running <= max_workloads else -1
+            )
+        if nodes_counted[0] == wire.OK and running_counted and running_counted[0] == wire.OK:
             light = raw
             if body:  # the snapshot field again, holding its scopes only
                 head = (raw[:tag_lo], _SNAPSHOT_KEY, _varint(used), kept[:used].tobytes())
@@ -106,11 +128,53 @@ def decode_push(raw: bytes) -> DecodedPush:
                 pass  # protobuf decides on the whole request, below
             else:
                 return DecodedPush(
-                    message, nodes, running, body, nodes_counted, running_counted, raw
+                    message,
+                    nodes,
+                    running,
+                    body,
+                    nodes_counted,
+                    running_counted,
+                    nodes_walked=nodes_walked,
+                    running_walked=running_walked,
+                    raw=raw,
                 )
     message = svc.PushSnapshotRequest.FromString(raw)
     snap = message.snapshot
     return DecodedPush(message, len(snap.nodes), len(snap.workloads), raw=raw)
+
+
+def _walk_running(buf: np.ndarray, records: int) -> tuple[Counts, Running | None]:
+    """``walk_running``'s answer for ``buf`` and, when ``records`` (the exact record count; -1:
+    count only) is given and every count fits the arrays sized from it, the arrays it filled,
+    cut to the counts. A status only writing finds (a repeated key or device) stopped the walk
+    where it found it: the whole is then counted, as a walk that only counts answers."""
+    if records < 0:
+        return wire.walk_running(buf, False, *wire.arrays(0, 0, 0, 0)), None
+    out = wire.arrays(records, _ENTRIES * records, _PLACEMENTS * records, _DEVICES * records)
+    counted = wire.walk_running(buf, True, *out)
+    if counted[0] in _FILL_ONLY:
+        return wire.walk_running(buf, False, *wire.arrays(0, 0, 0, 0)), None
+    _, n, entries, placements, devices = counted
+    sizes = (out[0].shape[1], out[1].shape[1], out[2].shape[1], out[3].shape[0])
+    if counted[0] != wire.OK or any(c > s for c, s in zip(counted[1:], sizes, strict=True)):
+        return counted, None
+    rows = out[0] if n == records else out[0][:, :n]
+    return counted, (rows, out[1][:, :entries], out[2][:, :placements], out[3][:devices])
+
+
+def _walk_nodes(buf: np.ndarray, records: int) -> tuple[NodeCounts, NodeArrays | None]:
+    """``walk_nodes``'s answer and arrays as ``_walk_running``'s."""
+    if records < 0:
+        return wire.walk_nodes(buf, False, *wire.node_arrays(0, 0, 0)), None
+    out = wire.node_arrays(records, _CAPS * records, _LABELS * records)
+    counted = wire.walk_nodes(buf, True, *out)
+    if counted[0] in _FILL_ONLY:
+        return wire.walk_nodes(buf, False, *wire.node_arrays(0, 0, 0)), None
+    status, n, caps, labels = counted
+    sizes = (out[0].shape[0], out[1].shape[0], out[2].shape[0])
+    if status != wire.OK or any(c > s for c, s in zip(counted[1:], sizes, strict=True)):
+        return counted, None
+    return counted, (out[0][:n], out[1][:caps], out[2][:labels])
 
 
 def _varint(value: int) -> bytes:
@@ -141,22 +205,26 @@ def columns_from_bytes(
     scopes: tuple[Scope, ...],
     convert: Callable[[pb.RunningWorkload], RunningWorkload],
     counted: Counts | None = None,
+    walked: Running | None = None,
 ) -> RunningColumns | None:
     """``running_columns`` of a serialized ``Snapshot`` (``counted``: the kernel's first
-    answer for these bytes, when the caller has it).
+    answer for these bytes, when the caller has it; ``walked``: the arrays a walk of them
+    filled, as ``decode_push`` answers them).
 
     The arrays made here are sized by what the request names (its resources, the devices of its
     widest placement), so what no node could hold goes to the plain path, which refuses it with
     the field that is wrong, before any array is sized by it: a resource no node has, or a
     placement naming more devices than the widest node has."""
     raw = np.frombuffer(buf, dtype=np.uint8)
-    if counted is None:
-        counted = wire.walk_running(raw, False, *wire.arrays(0, 0, 0, 0))
-    if counted[0] != wire.OK:
-        return None
-    rows, entries, placements, devices = wire.arrays(*counted[1:])
-    if wire.walk_running(raw, True, rows, entries, placements, devices)[0] != wire.OK:
-        return None
+    if walked is None:
+        if counted is None:
+            counted = wire.walk_running(raw, False, *wire.arrays(0, 0, 0, 0))
+        if counted[0] != wire.OK:
+            return None
+        walked = wire.arrays(*counted[1:])
+        if wire.walk_running(raw, True, *walked)[0] != wire.OK:
+            return None
+    rows, entries, placements, devices = walked
     try:
         ids = _strings(raw, buf, rows[wire.ID_LO], rows[wire.ID_HI])
         scope_code, scope_ids = _distinct(raw, buf, rows[wire.SCOPE_LO], rows[wire.SCOPE_HI])
@@ -183,11 +251,11 @@ def columns_from_bytes(
     entry_row = np.repeat(np.arange(n, dtype=np.int64), rows[wire.REQ_COUNT])
     request[entry_row, column[key_code]] = entries[wire.VALUE]
     # one row made from its bytes, or every pending row in bulk (``service.running_rows``);
-    # what it keeps is copied, so that the walk's arrays are let go
+    # ``rows`` is sized by the records, so its fields are kept as they are, without a copy
     make = RowMaker(
         buf,
-        rows[wire.RW_LO].copy(),
-        rows[wire.RW_HI].copy(),
+        rows[wire.RW_LO],
+        rows[wire.RW_HI],
         convert,
         entries=rows[wire.REQ_COUNT].astype(np.int32),
         device_count=placements[wire.DEV_COUNT].astype(np.int32),
@@ -202,20 +270,22 @@ def columns_from_bytes(
         id_bytes=rows[wire.ID_HI] - rows[wire.ID_LO],
         scope=_index(scope_ids, {s.id: i for i, s in enumerate(scopes)})[scope_code],
         replicas=np.where(rows[wire.REPLICAS] == 0, 1, rows[wire.REPLICAS]),  # 0: unset
-        admitted_at_ms=rows[wire.ADMITTED].copy(),
+        admitted_at_ms=rows[wire.ADMITTED],
         resources=resources,
         request=request,
         gpu_models=tuple(models),
         gpu_model=model_code,
-        placement_start=rows[wire.PL_START].copy(),
-        placement_count=rows[wire.PL_COUNT].copy(),
+        placement_start=rows[wire.PL_START],
+        placement_count=rows[wire.PL_COUNT],
         placement_node=_index(node_ids, node_at)[node_code],
         devices=_padded(placements, devices),
         make=make,
     )
 
 
-def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> NodeColumns | None:
+def nodes_from_bytes(
+    buf: bytes, counted: NodeCounts | None, walked: NodeArrays | None = None
+) -> NodeColumns | None:
     """The nodes of a serialized ``Snapshot`` as columns (``state.node_columns``), equal to
     ``convert.node_from_proto`` of each of its parsed nodes; ``None`` when the kernel declines
     them (``kernels.snapshot_wire``).
@@ -225,13 +295,15 @@ def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> NodeColumns | No
     ``convert.shared_request`` shares them: the model's dicts are never mutated); each
     ``Node`` is made from them when it is read."""
     raw = np.frombuffer(buf, dtype=np.uint8)
-    if counted is None:
-        counted = wire.walk_nodes(raw, False, *wire.node_arrays(0, 0, 0))
-    if counted[0] != wire.OK:
-        return None
-    rows, caps, labels = wire.node_arrays(*counted[1:])
-    if wire.walk_nodes(raw, True, rows, caps, labels)[0] != wire.OK:
-        return None
+    if walked is None:
+        if counted is None:
+            counted = wire.walk_nodes(raw, False, *wire.node_arrays(0, 0, 0))
+        if counted[0] != wire.OK:
+            return None
+        walked = wire.node_arrays(*counted[1:])
+        if wire.walk_nodes(raw, True, *walked)[0] != wire.OK:
+            return None
+    rows, caps, labels = walked
     n = rows.shape[0]
     ids = _strings(raw, buf, rows[:, wire.N_ID_LO], rows[:, wire.N_ID_HI])
     model_code, models = _distinct(raw, buf, rows[:, wire.N_MODEL_LO], rows[:, wire.N_MODEL_HI])
@@ -334,10 +406,10 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     raw = np.ascontiguousarray(rows).reshape(-1).view(np.uint8)
     raw.flags.writeable = False  # the type the kernel is warmed for (bytes read by frombuffer)
     lo = np.arange(n, dtype=np.int64) * (width * 8)
-    codes = np.empty(n, dtype=np.int64)
+    codes, firsts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     table = np.full(1 << (2 * max(n, 1)).bit_length(), -1, dtype=np.int64)  # never half full
-    wire.distinct(raw, lo, lo + width * 8, codes, table, wire.SEED)
-    return codes, _firsts(codes)
+    count = wire.distinct(raw, lo, lo + width * 8, codes, table, wire.SEED, firsts)
+    return codes, firsts[:count]
 
 
 def _strings(raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray) -> list[str]:
@@ -359,7 +431,7 @@ def _distinct(
     """Each string's number among the distinct ones (``kernels.snapshot_wire.distinct``) and
     the distinct strings in that order, decoded: a few hundred strings, not a million."""
     n = lo.shape[0]
-    codes = np.empty(n, dtype=np.int64)
+    codes, firsts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     if not n:
         return codes, []
     if not bool(np.any(hi != lo)):  # every string empty (a workload naming no GPU model)
@@ -368,22 +440,17 @@ def _distinct(
     lo, hi = np.ascontiguousarray(lo), np.ascontiguousarray(hi)
     whole = 1 << (2 * n).bit_length()  # never half full: the kernel always answers with it
     for size in (min(_SMALL_TABLE, whole), whole):
-        if wire.distinct(raw, lo, hi, codes, np.full(size, -1, dtype=np.int64), wire.SEED) >= 0:
+        table = np.full(size, -1, dtype=np.int64)
+        count = wire.distinct(raw, lo, hi, codes, table, wire.SEED, firsts)
+        if count >= 0:
             break
-    firsts = _firsts(codes)
+    firsts = firsts[:count]
     return codes, [
         buf[a:b].decode() for a, b in zip(lo[firsts].tolist(), hi[firsts].tolist(), strict=True)
     ]
 
 
 _SMALL_TABLE = 1 << 12  # ``_distinct`` tries this table first: a column of a few names
-
-
-def _firsts(codes: np.ndarray) -> np.ndarray:
-    """The first index of each code, codes numbered in the order each first comes
-    (``kernels.snapshot_wire.distinct``): where a code passes every one before it (a pass
-    over the codes, not over a hash table twice their size)."""
-    return np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)
 
 
 def _index(names: list[str], index: dict[str, int]) -> np.ndarray:
