@@ -280,6 +280,7 @@ def columns_from_bytes(
         placement_node=_index(node_ids, node_at)[node_code],
         devices=_padded(placements, devices),
         make=make,
+        distinct_ids=_all_distinct(raw, rows[wire.ID_LO], rows[wire.ID_HI]),
     )
 
 
@@ -423,6 +424,16 @@ def _strings(raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray) -> lis
     if used >= 0:
         return out[:used].tobytes().decode().split(chr(_SEPARATOR))
     return [buf[a:b].decode() for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+
+
+def _all_distinct(raw: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
+    """Whether the strings ``raw[lo[i]:hi[i]]`` are all different: ``distinct`` over their
+    bytes (a hash of each, equal bytes compared where hashes meet), with a table it never
+    fills, rather than a dict of a million decoded ids."""
+    n = lo.shape[0]
+    table = np.full(1 << (2 * max(n, 1)).bit_length(), -1, dtype=np.int64)
+    codes, firsts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    return bool(wire.distinct(raw, lo, hi, codes, table, wire.SEED, firsts) == n)
 
 
 def _distinct(
