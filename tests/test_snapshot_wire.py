@@ -197,7 +197,7 @@ def test_distinct_numbers_strings_by_first_coming_whatever_the_seed(
     want = [first.setdefault(x, len(first)) for x in strings]
     for seed in seeds:
         codes = np.empty(len(strings), dtype=np.int64)
-        table = np.full(1 << (2 * max(len(strings), 1)).bit_length(), -1, dtype=np.int64)
+        table = np.full((1 << (2 * max(len(strings), 1)).bit_length(), 2), -1, dtype=np.int64)
         firsts = np.empty(len(strings), dtype=np.int64)
         assert wire.distinct(buf, lo, hi, codes, table, seed, firsts) == len(first)
         assert codes.tolist() == want

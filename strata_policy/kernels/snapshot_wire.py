@@ -612,10 +612,12 @@ def distinct(
 ) -> int:
     """Number the distinct strings ``buf[lo[i]:hi[i]]`` in the order each first comes: ``codes[i]``
     is string ``i``'s number; answers how many there are, or -1 as soon as they fill half of
-    ``table`` (the caller asks again with a bigger one). ``table`` is scratch, filled with -1,
-    its size a power of two (open addressing; it holds the first index of each distinct
-    string): one above ``2 * len(lo)`` never fills, a small one answers a column of a few
-    distinct strings without a table the size of the column. The caller finds string ``c``'s
+    ``table`` (the caller asks again with a bigger one). ``table`` is scratch, ``(size, 2)``
+    filled with -1, its size a power of two (open addressing; a slot holds the first index of
+    a distinct string and its hash, so that the bytes are compared only where the hashes are
+    equal: a probe reads one slot, not the string of each it passes): one above
+    ``2 * len(lo)`` never fills, a small one answers a column of a few distinct strings
+    without a table the size of the column. The caller finds string ``c``'s
     first index in ``firsts[c]`` (as long as ``lo``; only the first ``count`` are written: the
     first ``i`` with ``codes[i] == c``). ``seed`` (``SEED``: random per
     process) keeps a client from choosing strings that share a slot: the strings come from
@@ -623,18 +625,20 @@ def distinct(
     mask = table.shape[0] - 1
     count = 0
     for i in range(lo.shape[0]):
-        slot = _hash(buf, lo[i], hi[i], seed) & mask
+        h = _hash(buf, lo[i], hi[i], seed)
+        slot = h & mask
         while True:
-            j = table[slot]
+            j = table[slot, 0]
             if j < 0:
                 if 2 * (count + 1) > table.shape[0]:
                     return -1
-                table[slot] = i
+                table[slot, 0] = i
+                table[slot, 1] = h
                 codes[i] = count
                 firsts[count] = i
                 count += 1
                 break
-            if _same(buf, lo[i], hi[i], lo[j], hi[j]):
+            if table[slot, 1] == h and _same(buf, lo[i], hi[i], lo[j], hi[j]):
                 codes[i] = codes[j]
                 break
             slot = (slot + 1) & mask
@@ -654,7 +658,7 @@ def warmup() -> None:
     bounds = np.array([6], dtype=np.int64)
     join(record, bounds, bounds + 1, np.empty(2, dtype=np.uint8), 0)
     one = np.empty(1, dtype=np.int64)
-    distinct(record, bounds, bounds + 1, one, np.full(2, -1, np.int64), SEED, one.copy())
+    distinct(record, bounds, bounds + 1, one, np.full((2, 2), -1, np.int64), SEED, one.copy())
 
 
 def arrays(

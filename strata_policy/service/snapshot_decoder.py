@@ -408,7 +408,7 @@ def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     raw.flags.writeable = False  # the type the kernel is warmed for (bytes read by frombuffer)
     lo = np.arange(n, dtype=np.int64) * (width * 8)
     codes, firsts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    table = np.full(1 << (2 * max(n, 1)).bit_length(), -1, dtype=np.int64)  # never half full
+    table = _table(1 << (2 * max(n, 1)).bit_length())  # never half full
     count = wire.distinct(raw, lo, lo + width * 8, codes, table, wire.SEED, firsts)
     return codes, firsts[:count]
 
@@ -426,12 +426,17 @@ def _strings(raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray) -> lis
     return [buf[a:b].decode() for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
 
 
+def _table(size: int) -> np.ndarray:
+    """An empty table of ``size`` slots for ``kernels.snapshot_wire.distinct``."""
+    return np.full((size, 2), -1, dtype=np.int64)
+
+
 def _all_distinct(raw: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
     """Whether the strings ``raw[lo[i]:hi[i]]`` are all different: ``distinct`` over their
     bytes (a hash of each, equal bytes compared where hashes meet), with a table it never
     fills, rather than a dict of a million decoded ids."""
     n = lo.shape[0]
-    table = np.full(1 << (2 * max(n, 1)).bit_length(), -1, dtype=np.int64)
+    table = _table(1 << (2 * max(n, 1)).bit_length())
     codes, firsts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     return bool(wire.distinct(raw, lo, hi, codes, table, wire.SEED, firsts) == n)
 
@@ -451,7 +456,7 @@ def _distinct(
     lo, hi = np.ascontiguousarray(lo), np.ascontiguousarray(hi)
     whole = 1 << (2 * n).bit_length()  # never half full: the kernel always answers with it
     for size in (min(_SMALL_TABLE, whole), whole):
-        table = np.full(size, -1, dtype=np.int64)
+        table = _table(size)
         count = wire.distinct(raw, lo, hi, codes, table, wire.SEED, firsts)
         if count >= 0:
             break
