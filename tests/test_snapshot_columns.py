@@ -397,11 +397,14 @@ def test_first_lookup_by_id_after_a_columnar_push_matches(first: Any) -> None:
 
 
 def test_a_columnar_push_makes_no_id_map() -> None:
-    """A pushed state holds its ids' map unmade until a call reads it (a million-id dict is
-    most of a push's time); the first read makes it, equal to the plain path's."""
+    """A pushed state holds its ids undecoded and their map unmade until a call reads them (a
+    million-id dict is most of a push's time); the first read makes it, as the plain path's."""
     rws = [running(workload(f"w{i}", "team", cpu=1), "n1") for i in range(3)]
     engine = Engine()
-    engine.push_snapshot("c", columnar(snapshot(NODES, SCOPES, rws)))
+    pushed = columnar(snapshot(NODES, SCOPES, rws))
+    engine.push_snapshot("c", pushed)
+    assert isinstance(pushed.workloads, RunningColumns)
+    assert callable(pushed.workloads._ids)  # not even decoded
     with engine.store.slot("c") as slot:
         state = slot.state
         assert state is not None

@@ -24,6 +24,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import repeat
 from typing import Any
 
@@ -226,7 +227,6 @@ def columns_from_bytes(
             return None
     rows, entries, placements, devices = walked
     try:
-        ids = _strings(raw, buf, rows[wire.ID_LO], rows[wire.ID_HI])
         scope_code, scope_ids = _distinct(raw, buf, rows[wire.SCOPE_LO], rows[wire.SCOPE_HI])
         model_code, models = _distinct(raw, buf, rows[wire.MODEL_LO], rows[wire.MODEL_HI])
         key_code, keys = _distinct(raw, buf, entries[wire.KEY_LO], entries[wire.KEY_HI])
@@ -244,7 +244,7 @@ def columns_from_bytes(
         node_at = {x.id: i for i, x in enumerate(nodes)}
     if not known.issuperset(keys) or int(placements[wire.DEV_COUNT].max(initial=0)) > widest:
         return None
-    n = len(ids)
+    n = rows.shape[1]
     resources = tuple(sorted(keys))
     column = np.array([resources.index(k) for k in keys], dtype=np.int64)
     request = np.zeros((n, len(resources)), dtype=np.int64)
@@ -266,7 +266,7 @@ def columns_from_bytes(
     return RunningColumns(
         nodes=nodes,
         scopes=scopes,
-        ids=ids,
+        ids=partial(_strings, raw, buf, rows[wire.ID_LO], rows[wire.ID_HI]),
         id_bytes=rows[wire.ID_HI] - rows[wire.ID_LO],
         scope=_index(scope_ids, {s.id: i for i, s in enumerate(scopes)})[scope_code],
         replicas=np.where(rows[wire.REPLICAS] == 0, 1, rows[wire.REPLICAS]),  # 0: unset

@@ -43,8 +43,9 @@ _CAPACITY = operator.attrgetter("capacity")
 class RunningColumns(MadeOnRead[RunningWorkload]):
     """Running workloads as columns (see the module docstring), indexed like the snapshot.
 
-    Row ``i``: ``ids[i]`` (``id_bytes[i]`` bytes of UTF-8); ``scope[i]`` the index of its
-    scope in ``scopes`` (-1: none of them); ``replicas[i]``, ``admitted_at_ms[i]``;
+    Row ``i``: ``ids[i]`` (``id_bytes[i]`` bytes of UTF-8; ``ids`` may be given as a function
+    that decodes them, called when they are first read: a push reads none); ``scope[i]`` the
+    index of its scope in ``scopes`` (-1: none of them); ``replicas[i]``, ``admitted_at_ms[i]``;
     ``request[i, k]`` its amount of ``resources[k]`` (0 when absent);
     ``gpu_models[gpu_model[i]]``; its placements are ``placement_start[i]`` and the
     ``placement_count[i]`` after it, each ``placement_node[p]`` (an index in ``nodes``, -1:
@@ -54,6 +55,7 @@ class RunningColumns(MadeOnRead[RunningWorkload]):
     """
 
     __slots__ = (
+        "_ids",
         "_rows",
         "_valid",
         "admitted_at_ms",
@@ -62,7 +64,6 @@ class RunningColumns(MadeOnRead[RunningWorkload]):
         "gpu_model",
         "gpu_models",
         "id_bytes",
-        "ids",
         "make",
         "nodes",
         "placement_count",
@@ -80,7 +81,7 @@ class RunningColumns(MadeOnRead[RunningWorkload]):
         *,
         nodes: Sequence[Node],
         scopes: tuple[Scope, ...],
-        ids: list[str],
+        ids: list[str] | Callable[[], list[str]],
         id_bytes: np.ndarray,
         scope: np.ndarray,
         replicas: np.ndarray,
@@ -97,16 +98,24 @@ class RunningColumns(MadeOnRead[RunningWorkload]):
         distinct_ids: bool | None = None,
     ) -> None:
         self.nodes, self.scopes = nodes, scopes
-        self.ids, self.id_bytes, self.scope, self.replicas = ids, id_bytes, scope, replicas
+        self._ids, self.id_bytes, self.scope, self.replicas = ids, id_bytes, scope, replicas
         self.admitted_at_ms, self.resources, self.request = admitted_at_ms, resources, request
         self.gpu_models, self.gpu_model = gpu_models, gpu_model
         self.placement_start, self.placement_count = placement_start, placement_count
         self.placement_node, self.devices = placement_node, devices
         self.make = make
         self.distinct_ids = distinct_ids
-        super().__init__(len(ids))
+        super().__init__(id_bytes.shape[0])
         self._valid: bool | None = None
         self._rows: dict[str, int] | None = None
+
+    @property
+    def ids(self) -> list[str]:
+        """Each row's id (decoded once, when first read)."""
+        ids = self._ids
+        if callable(ids):
+            ids = self._ids = ids()
+        return ids
 
     def _make(self, k: int) -> RunningWorkload:
         return self.make(k)
