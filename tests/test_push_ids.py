@@ -1,7 +1,7 @@
 """The pushed ids' checks on their bytes, and the one walk that fills arrays sized by a guess:
-``kernels.snapshot_wire.distinct`` against a dict (its naive twin) for any strings, including
-strings whose hashes are all equal, and ``snapshot_decoder``'s one walk against the walk that
-counts first, whatever the guess."""
+``kernels.snapshot_wire.distinct`` and ``find`` against a dict (their naive twin) for any
+strings, including strings whose hashes are all equal, and ``snapshot_decoder``'s one walk
+against the walk that counts first, whatever the guess."""
 
 from __future__ import annotations
 
@@ -53,6 +53,31 @@ def test_distinct_is_its_naive_twin(strings: list[str]) -> None:
     assert snapshot_decoder._all_distinct(buf, lo, hi) == (len(set(strings)) == len(strings))
 
 
+def _find(keys: list[str], strings: list[str]) -> tuple[list[int], int]:
+    """``find`` of ``strings`` among ``keys`` (both in one buffer, keys first)."""
+    buf, lo, hi = _bounds([*keys, *strings])
+    n = len(keys)
+    table = np.full((1 << (2 * max(n, 1)).bit_length(), 2), -1, dtype=np.int64)
+    found = np.empty(len(strings), dtype=np.int64)
+    key_lo, key_hi = lo[:n].copy(), hi[:n].copy()
+    missing = wire.find(buf, lo[n:].copy(), hi[n:].copy(), key_lo, key_hi, table, 7, found)
+    return found.tolist(), missing
+
+
+def _find_naive(keys: list[str], strings: list[str]) -> tuple[list[int], int]:
+    """What a dict of ``keys`` (the last index of each) answers for ``strings``."""
+    at = {k: i for i, k in enumerate(keys)}
+    found = [at.get(x, -1) for x in strings]
+    return found, found.count(-1)
+
+
+@settings(max_examples=80, deadline=None)
+@given(keys=st.lists(ids, max_size=12), strings=st.lists(ids, max_size=20))
+def test_find_is_its_naive_twin(keys: list[str], strings: list[str]) -> None:
+    """``find`` answers each string's last equal key, as a dict built in key order does."""
+    assert _find(keys, strings) == _find_naive(keys, strings)
+
+
 CASES = [
     pytest.param(["a", "b", "a"], id="repeated"),
     pytest.param(["w1", "w2", "w3"], id="one byte apart"),
@@ -77,6 +102,8 @@ def test_equal_hashes_are_told_apart_by_their_bytes(
     count = wire.distinct(buf, lo, hi, codes, table, wire.SEED, firsts)
     assert (codes.tolist(), firsts[:count].tolist()) == _naive(strings)
     assert snapshot_decoder._all_distinct(buf, lo, hi) == (len(set(strings)) == len(strings))
+    probes = [*strings, "absent", strings[0]]
+    assert _find(strings, probes) == _find_naive(strings, probes)
 
 
 @st.composite

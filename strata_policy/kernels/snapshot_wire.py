@@ -645,6 +645,53 @@ def distinct(
     return count
 
 
+@kernel
+def find(
+    buf: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    key_lo: np.ndarray,
+    key_hi: np.ndarray,
+    table: np.ndarray,
+    seed: int,
+    found: np.ndarray,
+) -> int:
+    """For each string ``buf[lo[i]:hi[i]]``, the last ``k`` whose ``buf[key_lo[k]:key_hi[k]]``
+    is the same bytes, in ``found[i]`` (-1: none); answers how many found none. ``table`` is
+    scratch as ``distinct``'s, ``(size, 2)`` filled with -1, its size a power of two above
+    ``2 * len(key_lo)``: the keys (a few hundred thousand node ids) are hashed into it once,
+    then each string (a million placements' node ids) probes it, comparing bytes only where
+    hashes are equal. The last of equal keys, as a dict built in key order keeps it."""
+    mask = table.shape[0] - 1
+    for k in range(key_lo.shape[0]):
+        h = _hash(buf, key_lo[k], key_hi[k], seed)
+        slot = h & mask
+        while True:
+            j = table[slot, 0]
+            if j < 0 or (
+                table[slot, 1] == h and _same(buf, key_lo[k], key_hi[k], key_lo[j], key_hi[j])
+            ):
+                table[slot, 0] = k
+                table[slot, 1] = h
+                break
+            slot = (slot + 1) & mask
+    missing = 0
+    for i in range(lo.shape[0]):
+        h = _hash(buf, lo[i], hi[i], seed)
+        slot = h & mask
+        found[i] = -1
+        while True:
+            j = table[slot, 0]
+            if j < 0:
+                missing += 1
+                break
+            if table[slot, 1] == h and _same(buf, lo[i], hi[i], key_lo[j], key_hi[j]):
+                found[i] = j
+                break
+            slot = (slot + 1) & mask
+    return missing
+
+
 def warmup() -> None:
     """Compile (or load from the cache) every kernel here on a one-workload snapshot."""
     record = np.frombuffer(bytes([0x1A, 7, 0x0A, 3, 0x0A, 1, 0x77, 0x12, 0]), dtype=np.uint8)
@@ -659,6 +706,7 @@ def warmup() -> None:
     join(record, bounds, bounds + 1, np.empty(2, dtype=np.uint8), 0)
     one = np.empty(1, dtype=np.int64)
     distinct(record, bounds, bounds + 1, one, np.full((2, 2), -1, np.int64), SEED, one.copy())
+    find(record, bounds, bounds + 1, bounds, bounds + 1, np.full((4, 2), -1, np.int64), SEED, one)
 
 
 def arrays(

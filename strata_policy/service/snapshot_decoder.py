@@ -230,18 +230,15 @@ def columns_from_bytes(
         scope_code, scope_ids = _distinct(raw, buf, rows[wire.SCOPE_LO], rows[wire.SCOPE_HI])
         model_code, models = _distinct(raw, buf, rows[wire.MODEL_LO], rows[wire.MODEL_HI])
         key_code, keys = _distinct(raw, buf, entries[wire.KEY_LO], entries[wire.KEY_HI])
-        node_code, node_ids = _distinct(
-            raw, buf, placements[wire.NODE_LO], placements[wire.NODE_HI]
-        )
     except UnicodeDecodeError:
         return None
+    placed = _placed_nodes(raw, buf, placements, nodes)
     if type(nodes) is NodeColumns:  # what the nodes' columns already know
         known: frozenset[str] | set[str] = nodes.listed
-        widest, node_at = nodes.widest, nodes.node_index
+        widest = nodes.widest
     else:
         known = {name for x in nodes for name in x.capacity}
         widest = max((x.gpu_devices for x in nodes), default=0)
-        node_at = {x.id: i for i, x in enumerate(nodes)}
     if not known.issuperset(keys) or int(placements[wire.DEV_COUNT].max(initial=0)) > widest:
         return None
     n = rows.shape[1]
@@ -259,8 +256,8 @@ def columns_from_bytes(
         convert,
         entries=rows[wire.REQ_COUNT].astype(np.int32),
         device_count=placements[wire.DEV_COUNT].astype(np.int32),
-        node_ids=node_ids,
-        node_code=node_code.astype(np.int32),
+        node_ids=placed[1],
+        node_code=placed[0].astype(np.int32),
     )
 
     return RunningColumns(
@@ -277,11 +274,36 @@ def columns_from_bytes(
         gpu_model=model_code,
         placement_start=rows[wire.PL_START],
         placement_count=rows[wire.PL_COUNT],
-        placement_node=_index(node_ids, node_at)[node_code],
+        placement_node=placed[2],
         devices=_padded(placements, devices),
         make=make,
         distinct_ids=_all_distinct(raw, rows[wire.ID_LO], rows[wire.ID_HI]),
     )
+
+
+def _placed_nodes(
+    raw: np.ndarray, buf: bytes, placements: np.ndarray, nodes: Sequence[Node]
+) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Each placement's node id as a code into a list of ids, the list, and the node's index
+    in ``nodes`` (-1: none of them; the last of a repeated id, as a dict of them keeps it).
+    Nodes read from the same bytes are found by their ids' bytes (``kernels.snapshot_wire
+    .find``: a table of the nodes' ids, not of the million placements' ones), every id then
+    coded by its node's index; otherwise, or when a placement names no node, the distinct ids
+    are decoded and looked up."""
+    lo = np.ascontiguousarray(placements[wire.NODE_LO])
+    hi = np.ascontiguousarray(placements[wire.NODE_HI])
+    if type(nodes) is NodeColumns and nodes.id_bytes is not None and nodes.id_bytes[0] is buf:
+        _, key_lo, key_hi = nodes.id_bytes
+        found = np.empty(lo.shape[0], dtype=np.int64)
+        table = _table(1 << (2 * max(key_lo.shape[0], 1)).bit_length())
+        if wire.find(raw, lo, hi, key_lo, key_hi, table, wire.SEED, found) == 0:
+            return found, nodes.ids, found
+    node_code, node_ids = _distinct(raw, buf, lo, hi)
+    if type(nodes) is NodeColumns:
+        node_at = nodes.node_index
+    else:
+        node_at = {x.id: i for i, x in enumerate(nodes)}
+    return node_code, node_ids, _index(node_ids, node_at)[node_code]
 
 
 def nodes_from_bytes(
@@ -350,6 +372,7 @@ def nodes_from_bytes(
         capacity=matrix,
         models=ordered,
         model_code=recode[model_code],
+        id_bytes=(buf, rows[:, wire.N_ID_LO].copy(), rows[:, wire.N_ID_HI].copy()),
     )
 
 
