@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.kernels import snapshot_wire as wire
-from strata_policy.service import snapshot_decoder
+from strata_policy.service import snapshot_decoder, wire_strings
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
 
@@ -50,7 +50,7 @@ def test_distinct_is_its_naive_twin(strings: list[str]) -> None:
     count = wire.distinct(buf, lo, hi, codes, table, wire.SEED, firsts)
     want_codes, want_firsts = _naive(strings)
     assert (codes.tolist(), firsts[:count].tolist()) == (want_codes, want_firsts)
-    assert snapshot_decoder._all_distinct(buf, lo, hi) == (len(set(strings)) == len(strings))
+    assert wire_strings.all_distinct(buf, lo, hi) == (len(set(strings)) == len(strings))
 
 
 def _find(keys: list[str], strings: list[str]) -> tuple[list[int], int]:
@@ -101,7 +101,7 @@ def test_equal_hashes_are_told_apart_by_their_bytes(
     table = np.full((1 << (2 * len(strings)).bit_length(), 2), -1, dtype=np.int64)
     count = wire.distinct(buf, lo, hi, codes, table, wire.SEED, firsts)
     assert (codes.tolist(), firsts[:count].tolist()) == _naive(strings)
-    assert snapshot_decoder._all_distinct(buf, lo, hi) == (len(set(strings)) == len(strings))
+    assert wire_strings.all_distinct(buf, lo, hi) == (len(set(strings)) == len(strings))
     probes = [*strings, "absent", strings[0]]
     assert _find(strings, probes) == _find_naive(strings, probes)
 

@@ -25,8 +25,6 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import repeat
-from typing import Any
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -35,12 +33,12 @@ from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.kernels import snapshot_wire as wire
 from strata_policy.model import Node, RunningWorkload, Scope
+from strata_policy.service import wire_strings
 from strata_policy.service.running_rows import RowMaker
 from strata_policy.state.node_columns import NodeColumns
 from strata_policy.state.nodes import columns_of
 from strata_policy.state.running_columns import RunningColumns
 
-_SEPARATOR = 0
 _SNAPSHOT_KEY = b"\x12"  # PushSnapshotRequest.snapshot: field 2, length-delimited
 Counts = tuple[int, int, int, int, int]  # walk_running's first answer
 NodeCounts = tuple[int, int, int, int]  # walk_nodes's
@@ -227,9 +225,13 @@ def columns_from_bytes(
             return None
     rows, entries, placements, devices = walked
     try:
-        scope_code, scope_ids = _distinct(raw, buf, rows[wire.SCOPE_LO], rows[wire.SCOPE_HI])
-        model_code, models = _distinct(raw, buf, rows[wire.MODEL_LO], rows[wire.MODEL_HI])
-        key_code, keys = _distinct(raw, buf, entries[wire.KEY_LO], entries[wire.KEY_HI])
+        scope_code, scope_ids = wire_strings.distinct(
+            raw, buf, rows[wire.SCOPE_LO], rows[wire.SCOPE_HI]
+        )
+        model_code, models = wire_strings.distinct(
+            raw, buf, rows[wire.MODEL_LO], rows[wire.MODEL_HI]
+        )
+        key_code, keys = wire_strings.distinct(raw, buf, entries[wire.KEY_LO], entries[wire.KEY_HI])
     except UnicodeDecodeError:
         return None
     placed = _placed_nodes(raw, buf, placements, nodes)
@@ -263,9 +265,9 @@ def columns_from_bytes(
     return RunningColumns(
         nodes=nodes,
         scopes=scopes,
-        ids=partial(_strings, raw, buf, rows[wire.ID_LO], rows[wire.ID_HI]),
+        ids=partial(wire_strings.strings, raw, buf, rows[wire.ID_LO], rows[wire.ID_HI]),
         id_bytes=rows[wire.ID_HI] - rows[wire.ID_LO],
-        scope=_index(scope_ids, {s.id: i for i, s in enumerate(scopes)})[scope_code],
+        scope=wire_strings.index(scope_ids, {s.id: i for i, s in enumerate(scopes)})[scope_code],
         replicas=np.where(rows[wire.REPLICAS] == 0, 1, rows[wire.REPLICAS]),  # 0: unset
         admitted_at_ms=rows[wire.ADMITTED],
         resources=resources,
@@ -277,7 +279,7 @@ def columns_from_bytes(
         placement_node=placed[2],
         devices=_padded(placements, devices),
         make=make,
-        distinct_ids=_all_distinct(raw, rows[wire.ID_LO], rows[wire.ID_HI]),
+        distinct_ids=wire_strings.all_distinct(raw, rows[wire.ID_LO], rows[wire.ID_HI]),
     )
 
 
@@ -295,15 +297,15 @@ def _placed_nodes(
     if type(nodes) is NodeColumns and nodes.id_bytes is not None and nodes.id_bytes[0] is buf:
         _, key_lo, key_hi = nodes.id_bytes
         found = np.empty(lo.shape[0], dtype=np.int64)
-        table = _table(1 << (2 * max(key_lo.shape[0], 1)).bit_length())
+        table = wire_strings.table(1 << (2 * max(key_lo.shape[0], 1)).bit_length())
         if wire.find(raw, lo, hi, key_lo, key_hi, table, wire.SEED, found) == 0:
             return found, nodes.ids, found
-    node_code, node_ids = _distinct(raw, buf, lo, hi)
+    node_code, node_ids = wire_strings.distinct(raw, buf, lo, hi)
     if type(nodes) is NodeColumns:
         node_at = nodes.node_index
     else:
         node_at = {x.id: i for i, x in enumerate(nodes)}
-    return node_code, node_ids, _index(node_ids, node_at)[node_code]
+    return node_code, node_ids, wire_strings.index(node_ids, node_at)[node_code]
 
 
 def nodes_from_bytes(
@@ -328,12 +330,14 @@ def nodes_from_bytes(
             return None
     rows, caps, labels = walked
     n = rows.shape[0]
-    ids = _strings(raw, buf, rows[:, wire.N_ID_LO], rows[:, wire.N_ID_HI])
-    model_code, models = _distinct(raw, buf, rows[:, wire.N_MODEL_LO], rows[:, wire.N_MODEL_HI])
-    cap_key, cap_names = _distinct(raw, buf, caps[:, wire.KEY_LO], caps[:, wire.KEY_HI])
+    ids = wire_strings.strings(raw, buf, rows[:, wire.N_ID_LO], rows[:, wire.N_ID_HI])
+    model_code, models = wire_strings.distinct(
+        raw, buf, rows[:, wire.N_MODEL_LO], rows[:, wire.N_MODEL_HI]
+    )
+    cap_key, cap_names = wire_strings.distinct(raw, buf, caps[:, wire.KEY_LO], caps[:, wire.KEY_HI])
     amounts, amount_code = np.unique(caps[:, wire.VALUE], return_inverse=True)
     cap_row = np.repeat(np.arange(n), rows[:, wire.N_CAP_COUNT])
-    capacity = _maps(
+    capacity = wire_strings.maps(
         cap_row,
         n,
         cap_key,
@@ -342,9 +346,13 @@ def nodes_from_bytes(
         amounts.tolist(),
         sort=True,
     )
-    label_key, label_names = _distinct(raw, buf, labels[:, wire.KEY_LO], labels[:, wire.KEY_HI])
-    value_code, values = _distinct(raw, buf, labels[:, wire.VALUE_LO], labels[:, wire.VALUE_HI])
-    node_labels = _maps(
+    label_key, label_names = wire_strings.distinct(
+        raw, buf, labels[:, wire.KEY_LO], labels[:, wire.KEY_HI]
+    )
+    value_code, values = wire_strings.distinct(
+        raw, buf, labels[:, wire.VALUE_LO], labels[:, wire.VALUE_HI]
+    )
+    node_labels = wire_strings.maps(
         np.repeat(np.arange(n), rows[:, wire.N_LABEL_COUNT]),
         n,
         label_key,
@@ -374,127 +382,6 @@ def nodes_from_bytes(
         model_code=recode[model_code],
         id_bytes=(buf, rows[:, wire.N_ID_LO].copy(), rows[:, wire.N_ID_HI].copy()),
     )
-
-
-_MAX_DENSE_KEYS = 64  # above, maps are built entry by entry instead of by distinct rows
-
-
-def _maps(
-    row: np.ndarray,
-    n: int,
-    key: np.ndarray,
-    names: list[str],
-    value: np.ndarray,
-    values: list[Any],
-    *,
-    sort: bool,
-) -> list[dict[str, Any]]:
-    """Per node, the map of its entries (entry ``i`` in node ``row[i]``, named ``names[key[i]]``,
-    worth ``values[value[i]]``; no key twice in a node), the nodes with the same entries
-    sharing one dict; keys in name order with ``sort``, else in first-coming order."""
-    if not names:
-        return [{}] * n  # one empty dict, shared
-    order = sorted(range(len(names)), key=names.__getitem__) if sort else range(len(names))
-    if len(names) <= _MAX_DENSE_KEYS:
-        dense = np.full((n, len(names)), -1, dtype=np.int64)
-        dense[row, key] = value
-        which, firsts = _distinct_rows(dense)
-        made = [
-            {names[k]: values[codes[k]] for k in order if codes[k] >= 0}
-            for codes in dense[firsts].tolist()
-        ]
-        return [made[i] for i in which.tolist()]
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(names))
-    by = np.lexsort((rank[key], row))  # per node, in key order
-    pairs = [
-        (names[k], values[v]) for k, v in zip(key[by].tolist(), value[by].tolist(), strict=True)
-    ]
-    starts = np.searchsorted(row[by], np.arange(n + 1)).tolist()
-    shared: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
-    out = []
-    for i in range(n):
-        items = tuple(pairs[starts[i] : starts[i + 1]])
-        found = shared.get(items)
-        if found is None:
-            found = shared[items] = dict(items)
-        out.append(found)
-    return out
-
-
-def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's number among the distinct rows of ``rows`` (int64, C order), in the order
-    each first comes, and the first index of each: ``kernels.snapshot_wire.distinct`` over the
-    rows' bytes (a sort of whole rows, ``np.unique(axis=0)``, costs ten times as much)."""
-    n, width = rows.shape
-    raw = np.ascontiguousarray(rows).reshape(-1).view(np.uint8)
-    raw.flags.writeable = False  # the type the kernel is warmed for (bytes read by frombuffer)
-    lo = np.arange(n, dtype=np.int64) * (width * 8)
-    codes, firsts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    table = _table(1 << (2 * max(n, 1)).bit_length())  # never half full
-    count = wire.distinct(raw, lo, lo + width * 8, codes, table, wire.SEED, firsts)
-    return codes, firsts[:count]
-
-
-def _strings(raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray) -> list[str]:
-    """``buf[lo[i]:hi[i]]`` decoded, for each ``i``: joined by the kernel and split once, or
-    one by one when a string holds the separator."""
-    if not lo.shape[0]:
-        return []
-    lo, hi = np.ascontiguousarray(lo), np.ascontiguousarray(hi)
-    out = np.empty(int((hi - lo).sum()) + lo.shape[0], dtype=np.uint8)
-    used = wire.join(raw, lo, hi, out, _SEPARATOR)
-    if used >= 0:
-        return out[:used].tobytes().decode().split(chr(_SEPARATOR))
-    return [buf[a:b].decode() for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
-
-
-def _table(size: int) -> np.ndarray:
-    """An empty table of ``size`` slots for ``kernels.snapshot_wire.distinct``."""
-    return np.full((size, 2), -1, dtype=np.int64)
-
-
-def _all_distinct(raw: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
-    """Whether the strings ``raw[lo[i]:hi[i]]`` are all different: ``distinct`` over their
-    bytes (a hash of each, equal bytes compared where hashes meet), with a table it never
-    fills, rather than a dict of a million decoded ids."""
-    n = lo.shape[0]
-    table = _table(1 << (2 * max(n, 1)).bit_length())
-    codes, firsts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    return bool(wire.distinct(raw, lo, hi, codes, table, wire.SEED, firsts) == n)
-
-
-def _distinct(
-    raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray
-) -> tuple[np.ndarray, list[str]]:
-    """Each string's number among the distinct ones (``kernels.snapshot_wire.distinct``) and
-    the distinct strings in that order, decoded: a few hundred strings, not a million."""
-    n = lo.shape[0]
-    codes, firsts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    if not n:
-        return codes, []
-    if not bool(np.any(hi != lo)):  # every string empty (a workload naming no GPU model)
-        codes[:] = 0
-        return codes, [""]
-    lo, hi = np.ascontiguousarray(lo), np.ascontiguousarray(hi)
-    whole = 1 << (2 * n).bit_length()  # never half full: the kernel always answers with it
-    for size in (min(_SMALL_TABLE, whole), whole):
-        table = _table(size)
-        count = wire.distinct(raw, lo, hi, codes, table, wire.SEED, firsts)
-        if count >= 0:
-            break
-    firsts = firsts[:count]
-    return codes, [
-        buf[a:b].decode() for a, b in zip(lo[firsts].tolist(), hi[firsts].tolist(), strict=True)
-    ]
-
-
-_SMALL_TABLE = 1 << 12  # ``_distinct`` tries this table first: a column of a few names
-
-
-def _index(names: list[str], index: dict[str, int]) -> np.ndarray:
-    """Each name's index (-1: not in ``index``)."""
-    return np.fromiter(map(index.get, names, repeat(-1)), np.int64, len(names))
 
 
 def _padded(placements: np.ndarray, devices: np.ndarray) -> np.ndarray:
