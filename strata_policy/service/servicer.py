@@ -99,7 +99,8 @@ class PolicyServicer:
     ) -> svc.PushSnapshotResponse:
         """The request read from its bytes (``snapshot_decoder.decode_push``: the nodes and
         running workloads read from the bytes as columns, unless protobuf had to parse
-        them); its counts checked against the limits before any array is sized by them."""
+        them; it sizes arrays by their counts only within the limits); its counts checked
+        against the limits before anything else is sized by them."""
         message = request.message
         snap = message.snapshot
         checks.check_request_ids(message.cluster_id, message.request_id)
