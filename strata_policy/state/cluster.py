@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 import threading
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Node, Placement, RunningWorkload, Scope, Snapshot
@@ -54,7 +54,7 @@ class ClusterState:
         self.tree = tree
         self.task_mix = task_mix
         self.workloads = RunningTable()
-        self._seq: MutableMapping[str, int] = {}  # admission order, restored exactly by undo
+        self._seq: dict[str, int] = {}  # admission order, restored exactly by undo
         self._next_seq = 0
         self.lock = threading.RLock()
         self._capacity: dict[str, int] = matrix.total_capacity(schedulable_only=True)

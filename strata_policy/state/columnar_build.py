@@ -20,7 +20,7 @@ from strata_policy.model.resources import CPU, GPU
 from strata_policy.state.allocation import ReplicaRows
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.running_columns import RunningColumns
-from strata_policy.state.running_table import RowNumbers, RunningTable
+from strata_policy.state.running_table import RunningTable
 from strata_policy.state.taskmix import TaskMix
 
 _EXACT_IN_FLOAT = 2**53
@@ -96,11 +96,11 @@ def observe(mix: TaskMix, cols: RunningColumns) -> None:
     mix.observe_many(shapes)
 
 
-def held(cols: RunningColumns) -> tuple[RunningTable, RowNumbers]:
+def held(cols: RunningColumns) -> tuple[RunningTable, dict[str, int]]:
     """The held workloads (ids mapped to their rows, made on first read) and their admission
     numbers (snapshot order): two copies of the columns' id → row map (a dict's copy is a
-    fraction of building it), each made when it is first read (``state.running_table``): a
-    push builds no dict of its million ids; the first call that reads one does, once."""
+    fraction of building it)."""
+    rows = cols.rows()
     made: list[list[str]] = []  # each row's scope id, listed the first time one is asked
 
     def scope_of(row: int) -> str:
@@ -108,13 +108,7 @@ def held(cols: RunningColumns) -> tuple[RunningTable, RowNumbers]:
             made.append(cols.scope_ids())
         return made[0][row]
 
-    def rows() -> dict[str, RunningWorkload | int]:
-        return dict(cols.rows())
-
-    def numbers() -> dict[str, int]:
-        return dict(cols.rows())
-
+    table: dict[str, RunningWorkload | int] = dict(rows)
     bulk = getattr(cols.make, "bulk", None)  # a pushed snapshot's RowMaker makes rows in bulk
     many = bulk(cols) if bulk is not None else None
-    table = RunningTable(None, cols.__getitem__, scope_of, many, pending=rows)
-    return table, RowNumbers(pending=numbers)
+    return RunningTable(table, cols.__getitem__, scope_of, many), dict(rows)

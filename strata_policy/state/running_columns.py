@@ -44,7 +44,7 @@ class RunningColumns(MadeOnRead[RunningWorkload]):
     """Running workloads as columns (see the module docstring), indexed like the snapshot.
 
     Row ``i``: ``ids[i]`` (``id_bytes[i]`` bytes of UTF-8; ``ids`` may be given as a function
-    that decodes them, called when they are first read: a push reads none); ``scope[i]`` the
+    that decodes them, called when they are first read); ``scope[i]`` the
     index of its scope in ``scopes`` (-1: none of them); ``replicas[i]``, ``admitted_at_ms[i]``;
     ``request[i, k]`` its amount of ``resources[k]`` (0 when absent);
     ``gpu_models[gpu_model[i]]``; its placements are ``placement_start[i]`` and the

@@ -8,10 +8,6 @@ million-workload snapshot does not make a million objects that nothing may ever 
 values of all of them (``values()``, ``items()``, ``make_all``) makes every row once, in bulk
 when the table was given a ``many`` (a pushed snapshot's ``service.running_rows.RowMaker``
 makes a million rows several times faster together than one by one).
-
-A pushed table's dict itself is made on first use (``pending``), as are its admission numbers
-(``RowNumbers``): a push of a million workloads does not build a million-entry dict of ids
-that no call may read before the next push; the first call that reads one builds it once.
 """
 
 from __future__ import annotations
@@ -26,7 +22,7 @@ from collections.abc import (
     Sequence,
     ValuesView,
 )
-from typing import Any, cast
+from typing import cast
 
 from strata_policy.model import RunningWorkload
 
@@ -46,70 +42,10 @@ def _never(row: int) -> RunningWorkload:
     raise KeyError(row)  # a table built without rows holds none to make
 
 
-class _MadeOnUse:
-    """A mapping over a dict (``_items``) that ``pending()`` makes when anything first reads
-    it: ``_items`` is a slot left unset until then, so reading it reaches ``__getattr__``
-    once, and every later read is the slot's own (no cost on the lookups that follow)."""
-
-    __slots__ = ("_items", "_pending")
-    _items: dict[str, Any]
-
-    def _wait(self, pending: Callable[[], dict[str, Any]] | None, items: dict[str, Any]) -> None:
-        self._pending = pending
-        if pending is None:
-            self._items = items
-
-    def __getattr__(self, name: str) -> Any:
-        """``_items``, made from ``pending`` the first time it is read."""
-        pending = self._pending if name == "_items" else None
-        if pending is None:
-            raise AttributeError(name)
-        self._pending = None
-        items = self._items = pending()
-        return items
-
-
-class RowNumbers(_MadeOnUse, MutableMapping[str, int]):
-    """A ``dict[str, int]`` (a state's admission numbers) made on first use from ``pending``
-    (or ``items`` at once)."""
-
-    __slots__ = ()
-
-    def __init__(
-        self,
-        items: dict[str, int] | None = None,
-        pending: Callable[[], dict[str, int]] | None = None,
-    ) -> None:
-        self._wait(pending, items if items is not None else {})
-
-    def __getitem__(self, key: str) -> int:
-        value: int = self._items[key]
-        return value
-
-    def __setitem__(self, key: str, value: int) -> None:
-        self._items[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        del self._items[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._items
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def update(self, *args: Any, **kwargs: int) -> None:
-        """The dict's own ``update`` (the mixin's is a Python loop)."""
-        self._items.update(*args, **kwargs)
-
-
-class RunningTable(_MadeOnUse, MutableMapping[str, RunningWorkload]):
+class RunningTable(MutableMapping[str, RunningWorkload]):
     """A ``dict[str, RunningWorkload]`` whose entries may still be row numbers; see above."""
 
-    __slots__ = ("_make", "_many", "_scope_of")
+    __slots__ = ("_items", "_make", "_many", "_scope_of")
 
     def __init__(
         self,
@@ -117,12 +53,10 @@ class RunningTable(_MadeOnUse, MutableMapping[str, RunningWorkload]):
         make: Callable[[int], RunningWorkload] = _never,
         scope_of: Callable[[int], str] | None = None,
         many: Callable[[list[int]], list[RunningWorkload]] | None = None,
-        pending: Callable[[], dict[str, RunningWorkload | int]] | None = None,
     ) -> None:
         """``make(row)`` makes one row; ``many(rows)``, when given, makes those rows in their
-        order, each equal to ``make(row)``, for the readers of every row. ``pending``, when
-        given, makes the rows' dict (``rows`` then unused) when the table is first read."""
-        self._wait(pending, rows if rows is not None else {})
+        order, each equal to ``make(row)``, for the readers of every row."""
+        self._items: dict[str, RunningWorkload | int] = rows if rows is not None else {}
         self._make = make
         self._scope_of = scope_of
         self._many = many
