@@ -396,21 +396,30 @@ def test_first_lookup_by_id_after_a_columnar_push_matches(first: Any) -> None:
     assert answers[0] == answers[1]
 
 
-def test_a_columnar_push_makes_its_id_map_at_the_push() -> None:
-    """A pushed state holds its id map made (at the push, on a worker): the first call that
-    looks an id up (an Admit, served on the event loop) finds it made and pays no build."""
+def test_a_columnar_push_makes_no_id_map() -> None:
+    """A pushed state finds its ids by their bytes: neither the push nor a call that looks ids
+    up (an Admit, a Release) decodes them or makes a dict of them; a reader of every entry
+    (a snapshot) makes the dicts once, the plain path's."""
     rws = [running(workload(f"w{i}", "team", cpu=1), "n1") for i in range(3)]
-    engine = Engine()
+    engine = Engine(clock=lambda: 1000)
     pushed = columnar(snapshot(NODES, SCOPES, rws))
     engine.push_snapshot("c", pushed)
     assert isinstance(pushed.workloads, RunningColumns)
-    assert not callable(pushed.workloads._ids)  # decoded by the push, not by a later call
+    engine.admit("c", [workload("new", "team", cpu=1)])
+    engine.release("c", ["w0", "missing"])
     with engine.store.slot("c") as slot:
         state = slot.state
         assert state is not None
-        assert type(state._seq) is dict
-        assert state._seq == {"w0": 0, "w1": 1, "w2": 2}
-        assert list(state.workloads._items) == ["w0", "w1", "w2"]
+        assert callable(pushed.workloads._ids)  # not even decoded
+        assert state.workloads._index is not None
+        assert len(state.workloads._items) <= 2  # what changed: the new workload, a made row
+        assert state._seq._index is not None  # type: ignore[attr-defined]
+    assert [w.workload.id for w in engine.snapshot("c")[1].workloads] == ["w1", "w2", "new"]
+    with engine.store.slot("c") as slot:
+        state = slot.state
+        assert state is not None
+        assert state.workloads._index is None
+        assert dict(state._seq) == {"w1": 1, "w2": 2, "new": 3}
 
 
 def test_new_node_is_the_dataclass_value() -> None:

@@ -37,6 +37,7 @@ from strata_policy.service import wire_strings
 from strata_policy.service.running_rows import RowMaker
 from strata_policy.state.node_columns import NodeColumns
 from strata_policy.state.nodes import columns_of
+from strata_policy.state.pushed_ids import IdIndex
 from strata_policy.state.running_columns import RunningColumns
 
 _SNAPSHOT_KEY = b"\x12"  # PushSnapshotRequest.snapshot: field 2, length-delimited
@@ -262,6 +263,8 @@ def columns_from_bytes(
         node_code=placed[0].astype(np.int32),
     )
 
+    id_lo, id_hi = rows[wire.ID_LO], rows[wire.ID_HI]
+    id_table = wire_strings.distinct_table(raw, id_lo, id_hi)  # kept: it finds ids later
     return RunningColumns(
         nodes=nodes,
         scopes=scopes,
@@ -279,7 +282,8 @@ def columns_from_bytes(
         placement_node=placed[2],
         devices=_padded(placements, devices),
         make=make,
-        distinct_ids=wire_strings.all_distinct(raw, rows[wire.ID_LO], rows[wire.ID_HI]),
+        distinct_ids=id_table is not None,
+        id_index=None if id_table is None else IdIndex(raw, id_lo, id_hi, id_table),
     )
 
 

@@ -51,13 +51,21 @@ def table(size: int) -> np.ndarray:
 
 
 def all_distinct(raw: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
-    """Whether the strings ``raw[lo[i]:hi[i]]`` are all different: ``distinct`` over their
-    bytes (a hash of each, equal bytes compared where hashes meet), with a table it never
-    fills, rather than a dict of a million decoded ids."""
+    """Whether the strings ``raw[lo[i]:hi[i]]`` are all different (``distinct_table``)."""
+    return distinct_table(raw, lo, hi) is not None
+
+
+def distinct_table(raw: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
+    """The ``distinct`` table of the strings ``raw[lo[i]:hi[i]]`` (a hash of each, equal bytes
+    compared where hashes meet, in a table it never fills: no dict of a million decoded ids)
+    when they are all different, else ``None``: kept, it finds each string's index
+    (``state.pushed_ids.IdIndex``)."""
     n = lo.shape[0]
     scratch = table(1 << (2 * max(n, 1)).bit_length())
     codes, firsts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    return bool(wire.distinct(raw, lo, hi, codes, scratch, wire.SEED, firsts) == n)
+    if wire.distinct(raw, lo, hi, codes, scratch, wire.SEED, firsts) != n:
+        return None
+    return scratch
 
 
 def distinct(

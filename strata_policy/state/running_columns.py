@@ -29,6 +29,7 @@ from strata_policy.model import Node, RunningWorkload, Scope
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU
 from strata_policy.state.made_on_read import MadeOnRead
 from strata_policy.state.node_columns import NodeColumns
+from strata_policy.state.pushed_ids import IdIndex
 
 # ``state.validate``'s and ``state.request_checks``' bounds (validate imports this module; a
 # test keeps them equal)
@@ -51,7 +52,9 @@ class RunningColumns(MadeOnRead[RunningWorkload]):
     ``placement_count[i]`` after it, each ``placement_node[p]`` (an index in ``nodes``, -1:
     none of them) with ``devices[p]`` (-1 padded). ``distinct_ids`` is whether no id repeats,
     when the maker worked that out (``service.snapshot_decoder``: on the ids' bytes, so that
-    validation needs no dict of them); ``None``: ``rows`` answers it.
+    validation needs no dict of them); ``None``: ``rows`` answers it. ``id_index``, when the maker
+    kept the table that check made (``state.pushed_ids.IdIndex``), finds a row by its id's bytes:
+    a state built from the columns looks its ids up there, and makes no dict of them.
     """
 
     __slots__ = (
@@ -64,6 +67,7 @@ class RunningColumns(MadeOnRead[RunningWorkload]):
         "gpu_model",
         "gpu_models",
         "id_bytes",
+        "id_index",
         "make",
         "nodes",
         "placement_count",
@@ -96,6 +100,7 @@ class RunningColumns(MadeOnRead[RunningWorkload]):
         devices: np.ndarray,
         make: Callable[[int], RunningWorkload],
         distinct_ids: bool | None = None,
+        id_index: IdIndex | None = None,
     ) -> None:
         self.nodes, self.scopes = nodes, scopes
         self._ids, self.id_bytes, self.scope, self.replicas = ids, id_bytes, scope, replicas
@@ -105,6 +110,7 @@ class RunningColumns(MadeOnRead[RunningWorkload]):
         self.placement_node, self.devices = placement_node, devices
         self.make = make
         self.distinct_ids = distinct_ids
+        self.id_index = id_index
         super().__init__(id_bytes.shape[0])
         self._valid: bool | None = None
         self._rows: dict[str, int] | None = None
