@@ -589,7 +589,7 @@ def join(buf: np.ndarray, lo: np.ndarray, hi: np.ndarray, out: np.ndarray, sep: 
 
 
 @inline_kernel
-def _hash(buf: np.ndarray, lo: int, hi: int, seed: int) -> int:
+def _hash(buf: np.ndarray | bytes, lo: int, hi: int, seed: int) -> int:
     """FNV-1a of ``buf[lo:hi]`` from the basis ``seed``, kept to 62 bits (non-negative in an
     int64), then mixed so that every bit of it moves the low bits a table slot takes."""
     h = seed
@@ -694,17 +694,18 @@ def find(
 
 @kernel
 def probe(
-    buf: np.ndarray, lo: np.ndarray, hi: np.ndarray, table: np.ndarray, seed: int, key: np.ndarray
+    buf: np.ndarray, lo: np.ndarray, hi: np.ndarray, table: np.ndarray, seed: int, key: bytes
 ) -> int:
     """The index ``j`` a ``distinct`` table (filled from ``buf[lo[i]:hi[i]]`` with ``seed``)
     holds for the bytes ``key``, or -1 when none of its strings is those bytes: one hash of
     ``key`` and a probe from its slot, the bytes compared only where the hashes are equal.
     What a one-id lookup of a pushed state costs (``state.pushed_ids``) instead of a dict of
-    every id."""
-    h = _hash(key, 0, key.shape[0], seed)
+    every id. ``key`` is the id's ``bytes`` as they are (a view of them as an array would
+    cost more than the probe)."""
+    n = len(key)
+    h = _hash(key, 0, n, seed)
     mask = table.shape[0] - 1
     slot = h & mask
-    n = key.shape[0]
     while True:
         j = table[slot, 0]
         if j < 0:
@@ -737,7 +738,7 @@ def warmup() -> None:
     one = np.empty(1, dtype=np.int64)
     distinct(record, bounds, bounds + 1, one, np.full((2, 2), -1, np.int64), SEED, one.copy())
     find(record, bounds, bounds + 1, bounds, bounds + 1, np.full((4, 2), -1, np.int64), SEED, one)
-    probe(record, bounds, bounds + 1, np.full((2, 2), -1, np.int64), SEED, record[6:7])
+    probe(record, bounds, bounds + 1, np.full((2, 2), -1, np.int64), SEED, b"w")
 
 
 def arrays(

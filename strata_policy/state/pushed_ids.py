@@ -50,8 +50,7 @@ class IdIndex:
             data = key.encode()
         except UnicodeEncodeError:  # a lone surrogate: never the UTF-8 of a pushed id
             return -1
-        key_bytes = np.frombuffer(data, dtype=np.uint8)
-        found = wire.probe(self._buf, self._lo, self._hi, self._table, wire.SEED, key_bytes)
+        found = wire.probe(self._buf, self._lo, self._hi, self._table, wire.SEED, data)
         return int(found)  # an int (numpy's without the JIT): rows are told by ``type is int``
 
 
