@@ -1,8 +1,8 @@
-"""A pushed state's id maps (``state.pushed_ids``) against the dict they stand for: any sequence
-of set, del, get, in, iter, len, update and pop on a map over a pushed index answers exactly
-as a dict of the same ids does, iteration order included, whatever the ids (empty, multi-byte,
-longer than any bound, a lone surrogate, every hash equal), and so does the held-workloads
-table (``RunningTable``) over the same index against the plain table."""
+"""A pushed state's id maps (``state.running_table.PushedIds``) against the dict they stand
+for: any sequence of set, del, get, in, iter, len, update and pop on a map over a pushed
+index answers exactly as a dict of the same ids does, iteration order included, whatever the
+ids (empty, multi-byte, longer than any bound, a lone surrogate, every hash equal), and so does
+the held-workloads table (``RunningTable``) over the same index against the plain table."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from strata_policy.kernels import snapshot_wire as wire
 from strata_policy.model import RunningWorkload, Workload
 from strata_policy.service import wire_strings
-from strata_policy.state.pushed_ids import IdIndex, PushedIds, plain
-from strata_policy.state.running_table import RowNumbers, RunningTable
+from strata_policy.state.running_table import IdIndex, PushedIds, RowNumbers, RunningTable, plain
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
 

@@ -699,9 +699,9 @@ def probe(
     """The index ``j`` a ``distinct`` table (filled from ``buf[lo[i]:hi[i]]`` with ``seed``)
     holds for the bytes ``key``, or -1 when none of its strings is those bytes: one hash of
     ``key`` and a probe from its slot, the bytes compared only where the hashes are equal.
-    What a one-id lookup of a pushed state costs (``state.pushed_ids``) instead of a dict of
-    every id. ``key`` is the id's ``bytes`` as they are (a view of them as an array would
-    cost more than the probe)."""
+    What a one-id lookup of a pushed state costs (``state.running_table.IdIndex``) instead
+    of a dict of every id. ``key`` is the id's ``bytes`` as they are (a view of them as an
+    array would cost more than the probe)."""
     n = len(key)
     h = _hash(key, 0, n, seed)
     mask = table.shape[0] - 1

@@ -37,8 +37,8 @@ from strata_policy.service import wire_strings
 from strata_policy.service.running_rows import RowMaker
 from strata_policy.state.node_columns import NodeColumns
 from strata_policy.state.nodes import columns_of
-from strata_policy.state.pushed_ids import IdIndex
 from strata_policy.state.running_columns import RunningColumns
+from strata_policy.state.running_table import IdIndex
 
 _SNAPSHOT_KEY = b"\x12"  # PushSnapshotRequest.snapshot: field 2, length-delimited
 Counts = tuple[int, int, int, int, int]  # walk_running's first answer

@@ -59,7 +59,7 @@ def distinct_table(raw: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarra
     """The ``distinct`` table of the strings ``raw[lo[i]:hi[i]]`` (a hash of each, equal bytes
     compared where hashes meet, in a table it never fills: no dict of a million decoded ids)
     when they are all different, else ``None``: kept, it finds each string's index
-    (``state.pushed_ids.IdIndex``)."""
+    (``state.running_table.IdIndex``)."""
     n = lo.shape[0]
     scratch = table(1 << (2 * max(n, 1)).bit_length())
     codes, firsts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)

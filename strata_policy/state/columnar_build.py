@@ -100,8 +100,8 @@ def held(cols: RunningColumns) -> tuple[RunningTable, RowNumbers]:
     """The held workloads (ids mapped to their rows, made on first read) and their admission
     numbers (snapshot order). Columns with an index of their ids' bytes (``cols.id_index``: a
     push's) answer both from it, so no dict of their ids is made by the push nor by the first
-    call that looks one up (``state.pushed_ids``); others, two copies of the columns' id → row
-    map (a dict's copy is a fraction of building it)."""
+    call that looks one up (``state.running_table.PushedIds``); others, two copies of the
+    columns' id → row map (a dict's copy is a fraction of building it)."""
     made: list[list[str]] = []  # each row's scope id, listed the first time one is asked
 
     def scope_of(row: int) -> str:

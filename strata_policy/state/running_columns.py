@@ -29,7 +29,7 @@ from strata_policy.model import Node, RunningWorkload, Scope
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU
 from strata_policy.state.made_on_read import MadeOnRead
 from strata_policy.state.node_columns import NodeColumns
-from strata_policy.state.pushed_ids import IdIndex
+from strata_policy.state.running_table import IdIndex
 
 # ``state.validate``'s and ``state.request_checks``' bounds (validate imports this module; a
 # test keeps them equal)
@@ -53,7 +53,7 @@ class RunningColumns(MadeOnRead[RunningWorkload]):
     none of them) with ``devices[p]`` (-1 padded). ``distinct_ids`` is whether no id repeats,
     when the maker worked that out (``service.snapshot_decoder``: on the ids' bytes, so that
     validation needs no dict of them); ``None``: ``rows`` answers it. ``id_index``, when the maker
-    kept the table that check made (``state.pushed_ids.IdIndex``), finds a row by its id's bytes:
+    kept the table that check made (``state.running_table.IdIndex``), finds a row by its id's bytes:
     a state built from the columns looks its ids up there, and makes no dict of them.
     """
 
