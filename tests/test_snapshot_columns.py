@@ -110,6 +110,21 @@ CASES = [
     pytest.param([running(workload("a", "team", cpu=1), "n9")], id="bad: unknown node"),
     pytest.param([running(workload("a", "team", cpu=1), "n1")] * 2, id="bad: repeated id"),
     pytest.param([running(workload("", "team", cpu=1), "n1")], id="bad: empty id"),
+    pytest.param(
+        [running(workload(i, "team", cpu=1), "n1") for i in ("a", "b", "c", "a")],
+        id="bad: repeated id, far apart",
+    ),
+    pytest.param(
+        [running(workload(i, "team", cpu=1), "n1") for i in ("w1", "w2", "w\u00e9", "w\u00e8")],
+        id="ids differing in one byte",
+    ),
+    pytest.param([running(workload("", "team", cpu=1), "n1")] * 2, id="bad: empty id twice"),
+    pytest.param(
+        [running(workload(i * 253, "team", cpu=1), "n1") for i in ("x", "y", "\u00e9")],
+        id="ids of 253 characters",
+    ),
+    pytest.param([running(workload("x" * 254, "team", cpu=1), "n1")], id="bad: huge id"),
+    pytest.param([running(workload("x" * 300, "team", cpu=1), "n1")] * 2, id="bad: huge id twice"),
     pytest.param([running(workload("a", "team", cpu=1, replicas=2), "n1")], id="bad: count"),
     pytest.param([running(workload("a", "team", cpu=1), admitted_at_ms=-1)], id="bad: admitted"),
     pytest.param([running(workload("a", "team", cpu=17), "n1")], id="bad: does not fit"),
@@ -328,6 +343,83 @@ def test_updates_after_a_columnar_push_match(delta: Delta) -> None:
             answer.append([(v.field, v.description) for v in e.violations])
         answers.append([*answer, engine.snapshot("c"), engine.get_cluster("c")])
     assert answers[0] == answers[1]
+
+
+def _admit_held(engine: Engine) -> Any:
+    return engine.admit("c", [workload("w2", "team", cpu=1)]).results
+
+
+def _release(engine: Engine) -> Any:
+    return engine.release("c", ["w3", "missing", "w0"])
+
+
+def _remove(engine: Engine) -> Any:
+    return engine.update_snapshot("c", Delta(remove_workload_ids=("w1",)))
+
+
+def _upsert(engine: Engine) -> Any:
+    rw = running(workload("w2", "lab", cpu=2), "n2")
+    return engine.update_snapshot("c", Delta(upsert_workloads=(rw,)))
+
+
+def _place_held(engine: Engine) -> Any:
+    return engine.place("c", workload_ids=["w1", "missing"], dry_run=True).results
+
+
+LOOKUPS = [
+    pytest.param(_admit_held, id="Admit of a held id"),
+    pytest.param(_release, id="Release"),
+    pytest.param(_remove, id="UpdateSnapshot removal"),
+    pytest.param(_upsert, id="UpdateSnapshot upsert"),
+    pytest.param(_place_held, id="Place by ids"),
+    pytest.param(lambda engine: engine.get_cluster("c"), id="GetCluster"),
+]
+
+
+@pytest.mark.parametrize("first", LOOKUPS)
+def test_first_lookup_by_id_after_a_columnar_push_matches(first: Any) -> None:
+    """The first call to look a pushed id up (the id map made then, not at the push) answers
+    and leaves what it does after a plain push, and so does every call after it."""
+    rws = [running(workload(f"w{i}", "team", cpu=1), "n1" if i % 2 else "n2") for i in range(4)]
+    snap = snapshot(NODES, SCOPES, rws)
+    answers: list[list[Any]] = []
+    for pushed in (columnar(snap), plain(snap)):
+        engine = Engine(clock=lambda: 1000)
+        engine.push_snapshot("c", pushed)
+        answer: list[Any] = []
+        for call in (first, _admit_held, _release, _upsert, _remove):
+            try:
+                answer.append(call(engine))
+            except InvalidArgument as e:
+                answer.append([(v.field, v.description) for v in e.violations])
+        answers.append([*answer, engine.snapshot("c"), engine.get_cluster("c")])
+    assert answers[0] == answers[1]
+
+
+def test_a_columnar_push_makes_no_id_map() -> None:
+    """A pushed state finds its ids by their bytes: neither the push nor a call that looks ids
+    up (an Admit, a Release) decodes them or makes a dict of them; a reader of every entry
+    (a snapshot) makes the dicts once, the plain path's."""
+    rws = [running(workload(f"w{i}", "team", cpu=1), "n1") for i in range(3)]
+    engine = Engine(clock=lambda: 1000)
+    pushed = columnar(snapshot(NODES, SCOPES, rws))
+    engine.push_snapshot("c", pushed)
+    assert isinstance(pushed.workloads, RunningColumns)
+    engine.admit("c", [workload("new", "team", cpu=1)])
+    engine.release("c", ["w0", "missing"])
+    with engine.store.slot("c") as slot:
+        state = slot.state
+        assert state is not None
+        assert callable(pushed.workloads._ids)  # not even decoded
+        assert state.workloads._index is not None
+        assert len(state.workloads._items) <= 2  # what changed: the new workload, a made row
+        assert state._seq._index is not None  # type: ignore[attr-defined]
+    assert [w.workload.id for w in engine.snapshot("c")[1].workloads] == ["w1", "w2", "new"]
+    with engine.store.slot("c") as slot:
+        state = slot.state
+        assert state is not None
+        assert state.workloads._index is None
+        assert dict(state._seq) == {"w1": 1, "w2": 2, "new": 3}
 
 
 def test_new_node_is_the_dataclass_value() -> None:

@@ -187,8 +187,9 @@ def test_cut_bytes_are_declined() -> None:
 def test_distinct_numbers_strings_by_first_coming_whatever_the_seed(
     strings: list[bytes], seeds: tuple[int, int]
 ) -> None:
-    """``distinct`` numbers equal strings alike, in the order each first comes, for any hash
-    seed (the seed only moves slots: a per-process one keeps clients from picking collisions)."""
+    """``distinct`` numbers equal strings alike, in the order each first comes (with each
+    one's first index), for any hash seed (the seed only moves slots: a per-process one keeps
+    clients from picking collisions)."""
     buf = np.frombuffer(b"".join(strings) or b"\0", dtype=np.uint8)
     ends = np.cumsum([len(x) for x in strings], dtype=np.int64)
     lo, hi = ends - np.array([len(x) for x in strings], dtype=np.int64), ends
@@ -196,9 +197,11 @@ def test_distinct_numbers_strings_by_first_coming_whatever_the_seed(
     want = [first.setdefault(x, len(first)) for x in strings]
     for seed in seeds:
         codes = np.empty(len(strings), dtype=np.int64)
-        table = np.full(1 << (2 * max(len(strings), 1)).bit_length(), -1, dtype=np.int64)
-        assert wire.distinct(buf, lo, hi, codes, table, seed) == len(first)
+        table = np.full((1 << (2 * max(len(strings), 1)).bit_length(), 2), -1, dtype=np.int64)
+        firsts = np.empty(len(strings), dtype=np.int64)
+        assert wire.distinct(buf, lo, hi, codes, table, seed, firsts) == len(first)
         assert codes.tolist() == want
+        assert firsts[: len(first)].tolist() == [want.index(c) for c in range(len(first))]
 
 
 int32_values = st.sampled_from([0, 1, 3, -1, 2**31 - 1, -(2**31)])

@@ -21,8 +21,11 @@ a workload, a string not UTF-8, bytes cut short. Scalars given twice take the la
 ``gpu_devices`` may be packed or not, in pieces, as protobuf reads them; an ``int32`` keeps the
 low 32 bits of its varint, as protobuf does.
 
-The kernel is called twice: with ``fill`` false it only counts (records, request entries,
-placements, devices) so the caller can size the arrays, then with ``fill`` true it writes them.
+With ``fill`` false the kernel only counts (records, request entries, placements, devices).
+With ``fill`` true it writes while every array has room, and past that only counts: the caller
+sizes the arrays from a bound it knows (``split_push`` counts the records exactly) and walks the
+bytes once; only when a count passes its array's length does it size them exactly and walk
+again. The walks of nodes (``walk_nodes``) do the same.
 """
 
 from __future__ import annotations
@@ -162,10 +165,13 @@ def walk_running(
     devices: np.ndarray,
 ) -> tuple[int, int, int, int, int]:
     """(status, records, entries, placements, devices) of the ``Snapshot`` in ``buf``; see the
-    module docstring. With ``fill``, ``rows``/``entries``/``placements``/``devices`` hold at
-    least the counts a first call without it answered."""
+    module docstring. With ``fill``, ``rows``/``entries``/``placements``/``devices`` are written
+    while each has room; a count above an array's length says the walk stopped writing (and
+    checking what only writing finds: a repeated key or device, a negative device) and must be
+    made again with arrays of the counts."""
     end = buf.shape[0]
     pos = 0
+    writing = fill
     n_rows = 0
     n_entries = 0
     n_placements = 0
@@ -247,7 +253,9 @@ def walk_running(
                             status, key_lo, key_hi, amount, _ = _entry(buf, s_lo, s_hi, False)
                             if status != OK:
                                 return status, 0, 0, 0, 0
-                            if fill:
+                            if writing and n_entries >= entries.shape[1]:
+                                writing = False
+                            if writing:
                                 for k in range(req_start, n_entries):
                                     other_lo, other_hi = entries[KEY_LO, k], entries[KEY_HI, k]
                                     if _same(buf, key_lo, key_hi, other_lo, other_hi):
@@ -277,7 +285,9 @@ def walk_running(
                         value, p = _varint(buf, p, m_hi)
                         if p < 0:
                             return MALFORMED, 0, 0, 0, 0
-                        if fill:
+                        if writing and n_devices >= devices.shape[0]:
+                            writing = False
+                        if writing:
                             devices[n_devices] = _int32(value)
                         n_devices += 1
                     elif tag == 0x12:  # packed
@@ -288,12 +298,16 @@ def walk_running(
                             value, p = _varint(buf, p, packed_end)
                             if p < 0:
                                 return MALFORMED, 0, 0, 0, 0
-                            if fill:
+                            if writing and n_devices >= devices.shape[0]:
+                                writing = False
+                            if writing:
                                 devices[n_devices] = _int32(value)
                             n_devices += 1
                     else:
                         return UNKNOWN_FIELD, 0, 0, 0, 0
-                if fill:
+                if writing and n_placements >= placements.shape[1]:
+                    writing = False
+                if writing:
                     for a in range(dev_start, n_devices):
                         if devices[a] < 0:
                             return NEGATIVE_DEVICE, 0, 0, 0, 0
@@ -307,7 +321,9 @@ def walk_running(
                 n_placements += 1
         if not seen_workload:
             return NO_WORKLOAD, 0, 0, 0, 0
-        if fill:
+        if writing and n_rows >= rows.shape[1]:
+            writing = False
+        if writing:
             rows[RW_LO, n_rows] = lo
             rows[RW_HI, n_rows] = hi
             rows[ID_LO, n_rows] = id_lo
@@ -382,9 +398,11 @@ def walk_nodes(
 
     Declines what it cannot read exactly as protobuf: an unknown field or wire type, a map
     entry without its key, a map naming a key twice (protobuf keeps the last), a string not
-    UTF-8, bytes cut short. Scalars and strings given twice take the last value."""
+    UTF-8, bytes cut short. Scalars and strings given twice take the last value. With
+    ``fill``, the arrays are written while each has room, as ``walk_running``'s."""
     end = buf.shape[0]
     pos = 0
+    writing = fill
     n_rows = n_caps = n_labels = 0
     while pos < end:
         tag, pos = _varint(buf, pos, end)
@@ -431,7 +449,9 @@ def walk_nodes(
             if status != OK:
                 return status, 0, 0, 0
             if field == 2:
-                if fill:
+                if writing and n_caps >= caps.shape[0]:
+                    writing = False
+                if writing:
                     for k in range(cap_start, n_caps):
                         if _same(buf, key_lo, key_hi, caps[k, KEY_LO], caps[k, KEY_HI]):
                             return REPEATED_KEY, 0, 0, 0
@@ -440,7 +460,9 @@ def walk_nodes(
                     caps[n_caps, VALUE] = a
                 n_caps += 1
             else:
-                if fill:
+                if writing and n_labels >= labels.shape[0]:
+                    writing = False
+                if writing:
                     for k in range(label_start, n_labels):
                         if _same(buf, key_lo, key_hi, labels[k, KEY_LO], labels[k, KEY_HI]):
                             return REPEATED_KEY, 0, 0, 0
@@ -449,7 +471,9 @@ def walk_nodes(
                     labels[n_labels, VALUE_LO] = a
                     labels[n_labels, VALUE_HI] = b
                 n_labels += 1
-        if fill:
+        if writing and n_rows >= rows.shape[0]:
+            writing = False
+        if writing:
             rows[n_rows, N_ID_LO] = id_lo
             rows[n_rows, N_ID_HI] = id_hi
             rows[n_rows, N_MODEL_LO] = model_lo
@@ -565,7 +589,7 @@ def join(buf: np.ndarray, lo: np.ndarray, hi: np.ndarray, out: np.ndarray, sep: 
 
 
 @inline_kernel
-def _hash(buf: np.ndarray, lo: int, hi: int, seed: int) -> int:
+def _hash(buf: np.ndarray | bytes, lo: int, hi: int, seed: int) -> int:
     """FNV-1a of ``buf[lo:hi]`` from the basis ``seed``, kept to 62 bits (non-negative in an
     int64), then mixed so that every bit of it moves the low bits a table slot takes."""
     h = seed
@@ -584,34 +608,119 @@ def distinct(
     codes: np.ndarray,
     table: np.ndarray,
     seed: int,
+    firsts: np.ndarray,
 ) -> int:
     """Number the distinct strings ``buf[lo[i]:hi[i]]`` in the order each first comes: ``codes[i]``
     is string ``i``'s number; answers how many there are, or -1 as soon as they fill half of
-    ``table`` (the caller asks again with a bigger one). ``table`` is scratch, filled with -1,
-    its size a power of two (open addressing; it holds the first index of each distinct
-    string): one above ``2 * len(lo)`` never fills, a small one answers a column of a few
-    distinct strings without a table the size of the column. The caller finds string ``c``'s
-    first index as the first ``i`` with ``codes[i] == c``. ``seed`` (``SEED``: random per
+    ``table`` (the caller asks again with a bigger one). ``table`` is scratch, ``(size, 2)``
+    filled with -1, its size a power of two (open addressing; a slot holds the first index of
+    a distinct string and its hash, so that the bytes are compared only where the hashes are
+    equal: a probe reads one slot, not the string of each it passes): one above
+    ``2 * len(lo)`` never fills, a small one answers a column of a few distinct strings
+    without a table the size of the column. The caller finds string ``c``'s
+    first index in ``firsts[c]`` (as long as ``lo``; only the first ``count`` are written: the
+    first ``i`` with ``codes[i] == c``). ``seed`` (``SEED``: random per
     process) keeps a client from choosing strings that share a slot: the strings come from
     requests, and a table of colliding ones would make this quadratic."""
     mask = table.shape[0] - 1
     count = 0
     for i in range(lo.shape[0]):
-        slot = _hash(buf, lo[i], hi[i], seed) & mask
+        h = _hash(buf, lo[i], hi[i], seed)
+        slot = h & mask
         while True:
-            j = table[slot]
+            j = table[slot, 0]
             if j < 0:
                 if 2 * (count + 1) > table.shape[0]:
                     return -1
-                table[slot] = i
+                table[slot, 0] = i
+                table[slot, 1] = h
                 codes[i] = count
+                firsts[count] = i
                 count += 1
                 break
-            if _same(buf, lo[i], hi[i], lo[j], hi[j]):
+            if table[slot, 1] == h and _same(buf, lo[i], hi[i], lo[j], hi[j]):
                 codes[i] = codes[j]
                 break
             slot = (slot + 1) & mask
     return count
+
+
+@kernel
+def find(
+    buf: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    key_lo: np.ndarray,
+    key_hi: np.ndarray,
+    table: np.ndarray,
+    seed: int,
+    found: np.ndarray,
+) -> int:
+    """For each string ``buf[lo[i]:hi[i]]``, the last ``k`` whose ``buf[key_lo[k]:key_hi[k]]``
+    is the same bytes, in ``found[i]`` (-1: none); answers how many found none. ``table`` is
+    scratch as ``distinct``'s, ``(size, 2)`` filled with -1, its size a power of two above
+    ``2 * len(key_lo)``: the keys (a few hundred thousand node ids) are hashed into it once,
+    then each string (a million placements' node ids) probes it, comparing bytes only where
+    hashes are equal. The last of equal keys, as a dict built in key order keeps it."""
+    mask = table.shape[0] - 1
+    for k in range(key_lo.shape[0]):
+        h = _hash(buf, key_lo[k], key_hi[k], seed)
+        slot = h & mask
+        while True:
+            j = table[slot, 0]
+            if j < 0 or (
+                table[slot, 1] == h and _same(buf, key_lo[k], key_hi[k], key_lo[j], key_hi[j])
+            ):
+                table[slot, 0] = k
+                table[slot, 1] = h
+                break
+            slot = (slot + 1) & mask
+    missing = 0
+    for i in range(lo.shape[0]):
+        h = _hash(buf, lo[i], hi[i], seed)
+        slot = h & mask
+        found[i] = -1
+        while True:
+            j = table[slot, 0]
+            if j < 0:
+                missing += 1
+                break
+            if table[slot, 1] == h and _same(buf, lo[i], hi[i], key_lo[j], key_hi[j]):
+                found[i] = j
+                break
+            slot = (slot + 1) & mask
+    return missing
+
+
+@kernel
+def probe(
+    buf: np.ndarray, lo: np.ndarray, hi: np.ndarray, table: np.ndarray, seed: int, key: bytes
+) -> int:
+    """The index ``j`` a ``distinct`` table (filled from ``buf[lo[i]:hi[i]]`` with ``seed``)
+    holds for the bytes ``key``, or -1 when none of its strings is those bytes: one hash of
+    ``key`` and a probe from its slot, the bytes compared only where the hashes are equal.
+    What a one-id lookup of a pushed state costs (``state.running_table.IdIndex``) instead
+    of a dict of every id. ``key`` is the id's ``bytes`` as they are (a view of them as an
+    array would cost more than the probe)."""
+    n = len(key)
+    h = _hash(key, 0, n, seed)
+    mask = table.shape[0] - 1
+    slot = h & mask
+    while True:
+        j = table[slot, 0]
+        if j < 0:
+            return -1
+        if table[slot, 1] == h and hi[j] - lo[j] == n:
+            start = lo[j]
+            same = True
+            for k in range(n):
+                if buf[start + k] != key[k]:
+                    same = False
+                    break
+            if same:
+                found: int = j
+                return found
+        slot = (slot + 1) & mask
 
 
 def warmup() -> None:
@@ -626,9 +735,10 @@ def warmup() -> None:
     split_push(request, np.empty_like(request))
     bounds = np.array([6], dtype=np.int64)
     join(record, bounds, bounds + 1, np.empty(2, dtype=np.uint8), 0)
-    distinct(
-        record, bounds, bounds + 1, np.empty(1, dtype=np.int64), np.full(2, -1, np.int64), SEED
-    )
+    one = np.empty(1, dtype=np.int64)
+    distinct(record, bounds, bounds + 1, one, np.full((2, 2), -1, np.int64), SEED, one.copy())
+    find(record, bounds, bounds + 1, bounds, bounds + 1, np.full((4, 2), -1, np.int64), SEED, one)
+    probe(record, bounds, bounds + 1, np.full((2, 2), -1, np.int64), SEED, b"w")
 
 
 def arrays(

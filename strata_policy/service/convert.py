@@ -211,12 +211,12 @@ def snapshot_from_push(request: snapshot_decoder.DecodedPush) -> model.Snapshot:
         return whole[0]
 
     nodes: Sequence[model.Node] | None = snapshot_decoder.nodes_from_bytes(
-        body, request.nodes_counted
+        body, request.nodes_counted, request.nodes_walked
     )
     if nodes is None:
         nodes = tuple(node_from_proto(n) for n in parsed().nodes)
     columns = snapshot_decoder.columns_from_bytes(
-        body, nodes, scopes, running_from_proto, request.running_counted
+        body, nodes, scopes, running_from_proto, request.running_counted, request.running_walked
     )
     if columns is not None:
         return model.Snapshot(nodes, scopes, columns)

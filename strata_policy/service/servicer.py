@@ -99,7 +99,8 @@ class PolicyServicer:
     ) -> svc.PushSnapshotResponse:
         """The request read from its bytes (``snapshot_decoder.decode_push``: the nodes and
         running workloads read from the bytes as columns, unless protobuf had to parse
-        them); its counts checked against the limits before any array is sized by them."""
+        them; it sizes arrays by their counts only within the limits); its counts checked
+        against the limits before anything else is sized by them."""
         message = request.message
         snap = message.snapshot
         checks.check_request_ids(message.cluster_id, message.request_id)
@@ -325,7 +326,12 @@ def method_handlers(servicer: PolicyServicer) -> dict[str, grpc.RpcMethodHandler
     )
     handlers["PushSnapshot"] = grpc.unary_unary_rpc_method_handler(
         servicer.PushSnapshot,
-        request_deserializer=decode_push,  # running workloads kept as bytes, read as columns
+        # running workloads kept as bytes, read as columns; past the limits only counted
+        request_deserializer=partial(
+            decode_push,
+            max_nodes=servicer.engine.limits.max_nodes,
+            max_workloads=servicer.engine.limits.max_workloads,
+        ),
         response_serializer=svc.PushSnapshotResponse.SerializeToString,
     )
     handlers["Admit"] = grpc.unary_unary_rpc_method_handler(

@@ -21,10 +21,10 @@ exactly as protobuf does gets ``None`` and the caller converts the plain way
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
-from typing import Any
+from functools import partial
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -33,15 +33,24 @@ from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.kernels import snapshot_wire as wire
 from strata_policy.model import Node, RunningWorkload, Scope
+from strata_policy.service import wire_strings
 from strata_policy.service.running_rows import RowMaker
 from strata_policy.state.node_columns import NodeColumns
 from strata_policy.state.nodes import columns_of
 from strata_policy.state.running_columns import RunningColumns
+from strata_policy.state.running_table import IdIndex
 
-_SEPARATOR = 0
 _SNAPSHOT_KEY = b"\x12"  # PushSnapshotRequest.snapshot: field 2, length-delimited
 Counts = tuple[int, int, int, int, int]  # walk_running's first answer
 NodeCounts = tuple[int, int, int, int]  # walk_nodes's
+Running = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # walk_running's arrays, filled
+NodeArrays = tuple[np.ndarray, np.ndarray, np.ndarray]  # walk_nodes's
+# What decode_push's one walk sizes the arrays for, per record (a count past one of them walks
+# the records again with arrays of the counts): request entries, placements and devices per
+# workload, capacity and label entries per node. Arrays are allocated, not touched, past what
+# the walk writes, so a generous guess costs address space, not resident memory.
+_ENTRIES, _PLACEMENTS, _DEVICES, _CAPS, _LABELS = 8, 8, 16, 16, 32
+_FILL_ONLY = frozenset((wire.REPEATED_KEY, wire.REPEATED_DEVICE, wire.NEGATIVE_DEVICE))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +58,9 @@ class DecodedPush:
     """A PushSnapshot request as its handler gets it. ``message`` is the request, less its
     nodes and running workloads when ``body`` holds them: then ``body`` is the bytes of the
     ``Snapshot`` whose node and running workload records the kernels walked whole
-    (``nodes_counted``, ``running_counted``: their first answers). ``body`` is ``None`` when
+    (``nodes_counted``, ``running_counted``: their answers; ``nodes_walked``,
+    ``running_walked``: the arrays that walk filled, or ``None`` when it only counted, and
+    the columns walk the bytes again). ``body`` is ``None`` when
     ``message`` is the whole request. ``node_count`` and ``workload_count`` are the request's
     either way. ``raw`` is the request as sent, for the digest that checks a reused
     ``request_id``. ``cluster_id``, ``request_id`` and ``dry_run`` are the message's, for the
@@ -61,6 +72,8 @@ class DecodedPush:
     body: bytes | None = field(default=None, repr=False)
     nodes_counted: NodeCounts | None = field(default=None, repr=False)
     running_counted: Counts | None = field(default=None, repr=False)
+    nodes_walked: NodeArrays | None = field(default=None, repr=False, compare=False)
+    running_walked: Running | None = field(default=None, repr=False, compare=False)
     raw: bytes = field(default=b"", repr=False, compare=False)
 
     @property
@@ -79,13 +92,17 @@ class DecodedPush:
         return self.message.dry_run
 
 
-def decode_push(raw: bytes) -> DecodedPush:
+def decode_push(
+    raw: bytes, max_nodes: int = sys.maxsize, max_workloads: int = sys.maxsize
+) -> DecodedPush:
     """A serialized ``PushSnapshotRequest``, split as ``DecodedPush`` says.
 
     Raises protobuf's ``DecodeError`` exactly where ``PushSnapshotRequest.FromString`` would
-    (gRPC's call gate then answers as for any request it cannot deserialize). Nothing here is
-    sized by the request's counts: the kernels only walk and count, and the handler checks the
-    counts against the limits before the columns are allocated."""
+    (gRPC's call gate then answers as for any request it cannot deserialize). The nodes and
+    running workloads are walked once, into arrays sized by their exact record counts
+    (``split_push``'s), only when those are within ``max_nodes`` and ``max_workloads`` (the
+    server's limits): past them the kernels only count, and the handler refuses the request
+    on those counts before anything is sized by them."""
     buf = np.frombuffer(raw, dtype=np.uint8)
     kept = np.empty_like(buf)  # pages are touched only as far as the copy writes
     split = wire.split_push(buf, kept)
@@ -93,9 +110,14 @@ def decode_push(raw: bytes) -> DecodedPush:
         _, tag_lo, snap_lo, snap_hi, used, nodes, running = split
         body = raw[snap_lo:snap_hi] if nodes or running else b""
         walked = np.frombuffer(body, dtype=np.uint8)
-        nodes_counted = wire.walk_nodes(walked, False, *wire.node_arrays(0, 0, 0))
-        running_counted = wire.walk_running(walked, False, *wire.arrays(0, 0, 0, 0))
-        if nodes_counted[0] == wire.OK and running_counted[0] == wire.OK:
+        nodes_counted, nodes_walked = _walk_nodes(walked, nodes if nodes <= max_nodes else -1)
+        running_counted: Counts | None = None
+        running_walked: Running | None = None
+        if nodes_counted[0] == wire.OK:
+            running_counted, running_walked = _walk_running(
+                walked, running if running <= max_workloads else -1
+            )
+        if nodes_counted[0] == wire.OK and running_counted and running_counted[0] == wire.OK:
             light = raw
             if body:  # the snapshot field again, holding its scopes only
                 head = (raw[:tag_lo], _SNAPSHOT_KEY, _varint(used), kept[:used].tobytes())
@@ -106,11 +128,53 @@ def decode_push(raw: bytes) -> DecodedPush:
                 pass  # protobuf decides on the whole request, below
             else:
                 return DecodedPush(
-                    message, nodes, running, body, nodes_counted, running_counted, raw
+                    message,
+                    nodes,
+                    running,
+                    body,
+                    nodes_counted,
+                    running_counted,
+                    nodes_walked=nodes_walked,
+                    running_walked=running_walked,
+                    raw=raw,
                 )
     message = svc.PushSnapshotRequest.FromString(raw)
     snap = message.snapshot
     return DecodedPush(message, len(snap.nodes), len(snap.workloads), raw=raw)
+
+
+def _walk_running(buf: np.ndarray, records: int) -> tuple[Counts, Running | None]:
+    """``walk_running``'s answer for ``buf`` and, when ``records`` (the exact record count; -1:
+    count only) is given and every count fits the arrays sized from it, the arrays it filled,
+    cut to the counts. A status only writing finds (a repeated key or device) stopped the walk
+    where it found it: the whole is then counted, as a walk that only counts answers."""
+    if records < 0:
+        return wire.walk_running(buf, False, *wire.arrays(0, 0, 0, 0)), None
+    out = wire.arrays(records, _ENTRIES * records, _PLACEMENTS * records, _DEVICES * records)
+    counted = wire.walk_running(buf, True, *out)
+    if counted[0] in _FILL_ONLY:
+        return wire.walk_running(buf, False, *wire.arrays(0, 0, 0, 0)), None
+    _, n, entries, placements, devices = counted
+    sizes = (out[0].shape[1], out[1].shape[1], out[2].shape[1], out[3].shape[0])
+    if counted[0] != wire.OK or any(c > s for c, s in zip(counted[1:], sizes, strict=True)):
+        return counted, None
+    rows = out[0] if n == records else out[0][:, :n]
+    return counted, (rows, out[1][:, :entries], out[2][:, :placements], out[3][:devices])
+
+
+def _walk_nodes(buf: np.ndarray, records: int) -> tuple[NodeCounts, NodeArrays | None]:
+    """``walk_nodes``'s answer and arrays as ``_walk_running``'s."""
+    if records < 0:
+        return wire.walk_nodes(buf, False, *wire.node_arrays(0, 0, 0)), None
+    out = wire.node_arrays(records, _CAPS * records, _LABELS * records)
+    counted = wire.walk_nodes(buf, True, *out)
+    if counted[0] in _FILL_ONLY:
+        return wire.walk_nodes(buf, False, *wire.node_arrays(0, 0, 0)), None
+    status, n, caps, labels = counted
+    sizes = (out[0].shape[0], out[1].shape[0], out[2].shape[0])
+    if status != wire.OK or any(c > s for c, s in zip(counted[1:], sizes, strict=True)):
+        return counted, None
+    return counted, (out[0][:n], out[1][:caps], out[2][:labels])
 
 
 def _varint(value: int) -> bytes:
@@ -141,81 +205,116 @@ def columns_from_bytes(
     scopes: tuple[Scope, ...],
     convert: Callable[[pb.RunningWorkload], RunningWorkload],
     counted: Counts | None = None,
+    walked: Running | None = None,
 ) -> RunningColumns | None:
     """``running_columns`` of a serialized ``Snapshot`` (``counted``: the kernel's first
-    answer for these bytes, when the caller has it).
+    answer for these bytes, when the caller has it; ``walked``: the arrays a walk of them
+    filled, as ``decode_push`` answers them).
 
     The arrays made here are sized by what the request names (its resources, the devices of its
     widest placement), so what no node could hold goes to the plain path, which refuses it with
     the field that is wrong, before any array is sized by it: a resource no node has, or a
     placement naming more devices than the widest node has."""
     raw = np.frombuffer(buf, dtype=np.uint8)
-    if counted is None:
-        counted = wire.walk_running(raw, False, *wire.arrays(0, 0, 0, 0))
-    if counted[0] != wire.OK:
-        return None
-    rows, entries, placements, devices = wire.arrays(*counted[1:])
-    if wire.walk_running(raw, True, rows, entries, placements, devices)[0] != wire.OK:
-        return None
+    if walked is None:
+        if counted is None:
+            counted = wire.walk_running(raw, False, *wire.arrays(0, 0, 0, 0))
+        if counted[0] != wire.OK:
+            return None
+        walked = wire.arrays(*counted[1:])
+        if wire.walk_running(raw, True, *walked)[0] != wire.OK:
+            return None
+    rows, entries, placements, devices = walked
     try:
-        ids = _strings(raw, buf, rows[wire.ID_LO], rows[wire.ID_HI])
-        scope_code, scope_ids = _distinct(raw, buf, rows[wire.SCOPE_LO], rows[wire.SCOPE_HI])
-        model_code, models = _distinct(raw, buf, rows[wire.MODEL_LO], rows[wire.MODEL_HI])
-        key_code, keys = _distinct(raw, buf, entries[wire.KEY_LO], entries[wire.KEY_HI])
-        node_code, node_ids = _distinct(
-            raw, buf, placements[wire.NODE_LO], placements[wire.NODE_HI]
+        scope_code, scope_ids = wire_strings.distinct(
+            raw, buf, rows[wire.SCOPE_LO], rows[wire.SCOPE_HI]
         )
+        model_code, models = wire_strings.distinct(
+            raw, buf, rows[wire.MODEL_LO], rows[wire.MODEL_HI]
+        )
+        key_code, keys = wire_strings.distinct(raw, buf, entries[wire.KEY_LO], entries[wire.KEY_HI])
     except UnicodeDecodeError:
         return None
+    placed = _placed_nodes(raw, buf, placements, nodes)
     if type(nodes) is NodeColumns:  # what the nodes' columns already know
         known: frozenset[str] | set[str] = nodes.listed
-        widest, node_at = nodes.widest, nodes.node_index
+        widest = nodes.widest
     else:
         known = {name for x in nodes for name in x.capacity}
         widest = max((x.gpu_devices for x in nodes), default=0)
-        node_at = {x.id: i for i, x in enumerate(nodes)}
     if not known.issuperset(keys) or int(placements[wire.DEV_COUNT].max(initial=0)) > widest:
         return None
-    n = len(ids)
+    n = rows.shape[1]
     resources = tuple(sorted(keys))
     column = np.array([resources.index(k) for k in keys], dtype=np.int64)
     request = np.zeros((n, len(resources)), dtype=np.int64)
     entry_row = np.repeat(np.arange(n, dtype=np.int64), rows[wire.REQ_COUNT])
     request[entry_row, column[key_code]] = entries[wire.VALUE]
     # one row made from its bytes, or every pending row in bulk (``service.running_rows``);
-    # what it keeps is copied, so that the walk's arrays are let go
+    # ``rows`` is sized by the records, so its fields are kept as they are, without a copy
     make = RowMaker(
         buf,
-        rows[wire.RW_LO].copy(),
-        rows[wire.RW_HI].copy(),
+        rows[wire.RW_LO],
+        rows[wire.RW_HI],
         convert,
         entries=rows[wire.REQ_COUNT].astype(np.int32),
         device_count=placements[wire.DEV_COUNT].astype(np.int32),
-        node_ids=node_ids,
-        node_code=node_code.astype(np.int32),
+        node_ids=placed[1],
+        node_code=placed[0].astype(np.int32),
     )
 
+    id_lo, id_hi = rows[wire.ID_LO], rows[wire.ID_HI]
+    id_table = wire_strings.distinct_table(raw, id_lo, id_hi)  # kept: it finds ids later
     return RunningColumns(
         nodes=nodes,
         scopes=scopes,
-        ids=ids,
+        ids=partial(wire_strings.strings, raw, buf, rows[wire.ID_LO], rows[wire.ID_HI]),
         id_bytes=rows[wire.ID_HI] - rows[wire.ID_LO],
-        scope=_index(scope_ids, {s.id: i for i, s in enumerate(scopes)})[scope_code],
+        scope=wire_strings.index(scope_ids, {s.id: i for i, s in enumerate(scopes)})[scope_code],
         replicas=np.where(rows[wire.REPLICAS] == 0, 1, rows[wire.REPLICAS]),  # 0: unset
-        admitted_at_ms=rows[wire.ADMITTED].copy(),
+        admitted_at_ms=rows[wire.ADMITTED],
         resources=resources,
         request=request,
         gpu_models=tuple(models),
         gpu_model=model_code,
-        placement_start=rows[wire.PL_START].copy(),
-        placement_count=rows[wire.PL_COUNT].copy(),
-        placement_node=_index(node_ids, node_at)[node_code],
+        placement_start=rows[wire.PL_START],
+        placement_count=rows[wire.PL_COUNT],
+        placement_node=placed[2],
         devices=_padded(placements, devices),
         make=make,
+        distinct_ids=id_table is not None,
+        id_index=None if id_table is None else IdIndex(raw, id_lo, id_hi, id_table),
     )
 
 
-def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> NodeColumns | None:
+def _placed_nodes(
+    raw: np.ndarray, buf: bytes, placements: np.ndarray, nodes: Sequence[Node]
+) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Each placement's node id as a code into a list of ids, the list, and the node's index
+    in ``nodes`` (-1: none of them; the last of a repeated id, as a dict of them keeps it).
+    Nodes read from the same bytes are found by their ids' bytes (``kernels.snapshot_wire
+    .find``: a table of the nodes' ids, not of the million placements' ones), every id then
+    coded by its node's index; otherwise, or when a placement names no node, the distinct ids
+    are decoded and looked up."""
+    lo = np.ascontiguousarray(placements[wire.NODE_LO])
+    hi = np.ascontiguousarray(placements[wire.NODE_HI])
+    if type(nodes) is NodeColumns and nodes.id_bytes is not None and nodes.id_bytes[0] is buf:
+        _, key_lo, key_hi = nodes.id_bytes
+        found = np.empty(lo.shape[0], dtype=np.int64)
+        table = wire_strings.table(1 << (2 * max(key_lo.shape[0], 1)).bit_length())
+        if wire.find(raw, lo, hi, key_lo, key_hi, table, wire.SEED, found) == 0:
+            return found, nodes.ids, found
+    node_code, node_ids = wire_strings.distinct(raw, buf, lo, hi)
+    if type(nodes) is NodeColumns:
+        node_at = nodes.node_index
+    else:
+        node_at = {x.id: i for i, x in enumerate(nodes)}
+    return node_code, node_ids, wire_strings.index(node_ids, node_at)[node_code]
+
+
+def nodes_from_bytes(
+    buf: bytes, counted: NodeCounts | None, walked: NodeArrays | None = None
+) -> NodeColumns | None:
     """The nodes of a serialized ``Snapshot`` as columns (``state.node_columns``), equal to
     ``convert.node_from_proto`` of each of its parsed nodes; ``None`` when the kernel declines
     them (``kernels.snapshot_wire``).
@@ -225,20 +324,24 @@ def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> NodeColumns | No
     ``convert.shared_request`` shares them: the model's dicts are never mutated); each
     ``Node`` is made from them when it is read."""
     raw = np.frombuffer(buf, dtype=np.uint8)
-    if counted is None:
-        counted = wire.walk_nodes(raw, False, *wire.node_arrays(0, 0, 0))
-    if counted[0] != wire.OK:
-        return None
-    rows, caps, labels = wire.node_arrays(*counted[1:])
-    if wire.walk_nodes(raw, True, rows, caps, labels)[0] != wire.OK:
-        return None
+    if walked is None:
+        if counted is None:
+            counted = wire.walk_nodes(raw, False, *wire.node_arrays(0, 0, 0))
+        if counted[0] != wire.OK:
+            return None
+        walked = wire.node_arrays(*counted[1:])
+        if wire.walk_nodes(raw, True, *walked)[0] != wire.OK:
+            return None
+    rows, caps, labels = walked
     n = rows.shape[0]
-    ids = _strings(raw, buf, rows[:, wire.N_ID_LO], rows[:, wire.N_ID_HI])
-    model_code, models = _distinct(raw, buf, rows[:, wire.N_MODEL_LO], rows[:, wire.N_MODEL_HI])
-    cap_key, cap_names = _distinct(raw, buf, caps[:, wire.KEY_LO], caps[:, wire.KEY_HI])
+    ids = wire_strings.strings(raw, buf, rows[:, wire.N_ID_LO], rows[:, wire.N_ID_HI])
+    model_code, models = wire_strings.distinct(
+        raw, buf, rows[:, wire.N_MODEL_LO], rows[:, wire.N_MODEL_HI]
+    )
+    cap_key, cap_names = wire_strings.distinct(raw, buf, caps[:, wire.KEY_LO], caps[:, wire.KEY_HI])
     amounts, amount_code = np.unique(caps[:, wire.VALUE], return_inverse=True)
     cap_row = np.repeat(np.arange(n), rows[:, wire.N_CAP_COUNT])
-    capacity = _maps(
+    capacity = wire_strings.maps(
         cap_row,
         n,
         cap_key,
@@ -247,9 +350,13 @@ def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> NodeColumns | No
         amounts.tolist(),
         sort=True,
     )
-    label_key, label_names = _distinct(raw, buf, labels[:, wire.KEY_LO], labels[:, wire.KEY_HI])
-    value_code, values = _distinct(raw, buf, labels[:, wire.VALUE_LO], labels[:, wire.VALUE_HI])
-    node_labels = _maps(
+    label_key, label_names = wire_strings.distinct(
+        raw, buf, labels[:, wire.KEY_LO], labels[:, wire.KEY_HI]
+    )
+    value_code, values = wire_strings.distinct(
+        raw, buf, labels[:, wire.VALUE_LO], labels[:, wire.VALUE_HI]
+    )
+    node_labels = wire_strings.maps(
         np.repeat(np.arange(n), rows[:, wire.N_LABEL_COUNT]),
         n,
         label_key,
@@ -277,118 +384,8 @@ def nodes_from_bytes(buf: bytes, counted: NodeCounts | None) -> NodeColumns | No
         capacity=matrix,
         models=ordered,
         model_code=recode[model_code],
+        id_bytes=(buf, rows[:, wire.N_ID_LO].copy(), rows[:, wire.N_ID_HI].copy()),
     )
-
-
-_MAX_DENSE_KEYS = 64  # above, maps are built entry by entry instead of by distinct rows
-
-
-def _maps(
-    row: np.ndarray,
-    n: int,
-    key: np.ndarray,
-    names: list[str],
-    value: np.ndarray,
-    values: list[Any],
-    *,
-    sort: bool,
-) -> list[dict[str, Any]]:
-    """Per node, the map of its entries (entry ``i`` in node ``row[i]``, named ``names[key[i]]``,
-    worth ``values[value[i]]``; no key twice in a node), the nodes with the same entries
-    sharing one dict; keys in name order with ``sort``, else in first-coming order."""
-    if not names:
-        return [{}] * n  # one empty dict, shared
-    order = sorted(range(len(names)), key=names.__getitem__) if sort else range(len(names))
-    if len(names) <= _MAX_DENSE_KEYS:
-        dense = np.full((n, len(names)), -1, dtype=np.int64)
-        dense[row, key] = value
-        which, firsts = _distinct_rows(dense)
-        made = [
-            {names[k]: values[codes[k]] for k in order if codes[k] >= 0}
-            for codes in dense[firsts].tolist()
-        ]
-        return [made[i] for i in which.tolist()]
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(names))
-    by = np.lexsort((rank[key], row))  # per node, in key order
-    pairs = [
-        (names[k], values[v]) for k, v in zip(key[by].tolist(), value[by].tolist(), strict=True)
-    ]
-    starts = np.searchsorted(row[by], np.arange(n + 1)).tolist()
-    shared: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
-    out = []
-    for i in range(n):
-        items = tuple(pairs[starts[i] : starts[i + 1]])
-        found = shared.get(items)
-        if found is None:
-            found = shared[items] = dict(items)
-        out.append(found)
-    return out
-
-
-def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's number among the distinct rows of ``rows`` (int64, C order), in the order
-    each first comes, and the first index of each: ``kernels.snapshot_wire.distinct`` over the
-    rows' bytes (a sort of whole rows, ``np.unique(axis=0)``, costs ten times as much)."""
-    n, width = rows.shape
-    raw = np.ascontiguousarray(rows).reshape(-1).view(np.uint8)
-    raw.flags.writeable = False  # the type the kernel is warmed for (bytes read by frombuffer)
-    lo = np.arange(n, dtype=np.int64) * (width * 8)
-    codes = np.empty(n, dtype=np.int64)
-    table = np.full(1 << (2 * max(n, 1)).bit_length(), -1, dtype=np.int64)  # never half full
-    wire.distinct(raw, lo, lo + width * 8, codes, table, wire.SEED)
-    return codes, _firsts(codes)
-
-
-def _strings(raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray) -> list[str]:
-    """``buf[lo[i]:hi[i]]`` decoded, for each ``i``: joined by the kernel and split once, or
-    one by one when a string holds the separator."""
-    if not lo.shape[0]:
-        return []
-    lo, hi = np.ascontiguousarray(lo), np.ascontiguousarray(hi)
-    out = np.empty(int((hi - lo).sum()) + lo.shape[0], dtype=np.uint8)
-    used = wire.join(raw, lo, hi, out, _SEPARATOR)
-    if used >= 0:
-        return out[:used].tobytes().decode().split(chr(_SEPARATOR))
-    return [buf[a:b].decode() for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
-
-
-def _distinct(
-    raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray
-) -> tuple[np.ndarray, list[str]]:
-    """Each string's number among the distinct ones (``kernels.snapshot_wire.distinct``) and
-    the distinct strings in that order, decoded: a few hundred strings, not a million."""
-    n = lo.shape[0]
-    codes = np.empty(n, dtype=np.int64)
-    if not n:
-        return codes, []
-    if not bool(np.any(hi != lo)):  # every string empty (a workload naming no GPU model)
-        codes[:] = 0
-        return codes, [""]
-    lo, hi = np.ascontiguousarray(lo), np.ascontiguousarray(hi)
-    whole = 1 << (2 * n).bit_length()  # never half full: the kernel always answers with it
-    for size in (min(_SMALL_TABLE, whole), whole):
-        if wire.distinct(raw, lo, hi, codes, np.full(size, -1, dtype=np.int64), wire.SEED) >= 0:
-            break
-    firsts = _firsts(codes)
-    return codes, [
-        buf[a:b].decode() for a, b in zip(lo[firsts].tolist(), hi[firsts].tolist(), strict=True)
-    ]
-
-
-_SMALL_TABLE = 1 << 12  # ``_distinct`` tries this table first: a column of a few names
-
-
-def _firsts(codes: np.ndarray) -> np.ndarray:
-    """The first index of each code, codes numbered in the order each first comes
-    (``kernels.snapshot_wire.distinct``): where a code passes every one before it (a pass
-    over the codes, not over a hash table twice their size)."""
-    return np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)
-
-
-def _index(names: list[str], index: dict[str, int]) -> np.ndarray:
-    """Each name's index (-1: not in ``index``)."""
-    return np.fromiter(map(index.get, names, repeat(-1)), np.int64, len(names))
 
 
 def _padded(placements: np.ndarray, devices: np.ndarray) -> np.ndarray:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import operator
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Node, Placement, RunningWorkload, Scope, Snapshot
 from strata_policy.model.resources import Resources
 from strata_policy.quota import QuotaTree
-from strata_policy.state import allocation, columnar_build
+from strata_policy.state import allocation, columnar_build, running_table
 from strata_policy.state.allocation import ReplicaRows
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.running_columns import RunningColumns
@@ -54,7 +54,7 @@ class ClusterState:
         self.tree = tree
         self.task_mix = task_mix
         self.workloads = RunningTable()
-        self._seq: dict[str, int] = {}  # admission order, restored exactly by undo
+        self._seq: MutableMapping[str, int] = {}  # admission order, restored exactly by undo
         self._next_seq = 0
         self.lock = threading.RLock()
         self._capacity: dict[str, int] = matrix.total_capacity(schedulable_only=True)
@@ -132,7 +132,7 @@ class ClusterState:
     def snapshot(self) -> Snapshot:
         """The state as a snapshot (nodes in snapshot order, workloads in admission order)."""
         self.workloads.make_all()  # a pushed snapshot's rows made in bulk, not one by one
-        order = sorted(self.workloads, key=self._seq.__getitem__)
+        order = sorted(self.workloads, key=running_table.plain(self._seq).__getitem__)
         return Snapshot(self.nodes, self.scopes, tuple(self.workloads[w] for w in order))
 
     def changes(self) -> tuple[list[RunningWorkload], list[str]]:

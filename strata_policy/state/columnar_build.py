@@ -20,7 +20,7 @@ from strata_policy.model.resources import CPU, GPU
 from strata_policy.state.allocation import ReplicaRows
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.running_columns import RunningColumns
-from strata_policy.state.running_table import RunningTable
+from strata_policy.state.running_table import RowNumbers, RunningTable
 from strata_policy.state.taskmix import TaskMix
 
 _EXACT_IN_FLOAT = 2**53
@@ -96,11 +96,12 @@ def observe(mix: TaskMix, cols: RunningColumns) -> None:
     mix.observe_many(shapes)
 
 
-def held(cols: RunningColumns) -> tuple[RunningTable, dict[str, int]]:
+def held(cols: RunningColumns) -> tuple[RunningTable, RowNumbers]:
     """The held workloads (ids mapped to their rows, made on first read) and their admission
-    numbers (snapshot order): two copies of the columns' id → row map (a dict's copy is a
-    fraction of building it)."""
-    rows = cols.rows()
+    numbers (snapshot order). Columns with an index of their ids' bytes (``cols.id_index``: a
+    push's) answer both from it, so no dict of their ids is made by the push nor by the first
+    call that looks one up (``state.running_table.PushedIds``); others, two copies of the
+    columns' id → row map (a dict's copy is a fraction of building it)."""
     made: list[list[str]] = []  # each row's scope id, listed the first time one is asked
 
     def scope_of(row: int) -> str:
@@ -108,7 +109,16 @@ def held(cols: RunningColumns) -> tuple[RunningTable, dict[str, int]]:
             made.append(cols.scope_ids())
         return made[0][row]
 
-    table: dict[str, RunningWorkload | int] = dict(rows)
     bulk = getattr(cols.make, "bulk", None)  # a pushed snapshot's RowMaker makes rows in bulk
     many = bulk(cols) if bulk is not None else None
-    return RunningTable(table, cols.__getitem__, scope_of, many), dict(rows)
+    index = cols.id_index
+    if index is not None:
+
+        def ids() -> list[str]:
+            return cols.ids
+
+        table = RunningTable(None, cols.__getitem__, scope_of, many, index=index, ids=ids)
+        return table, RowNumbers(index=index, ids=ids)
+    rows = cols.rows()
+    workloads: dict[str, RunningWorkload | int] = dict(rows)
+    return RunningTable(workloads, cols.__getitem__, scope_of, many), RowNumbers(dict(rows))

@@ -40,11 +40,15 @@ class NodeColumns(MadeOnRead[Node]):
     that id), ``listed`` (every resource some node lists; ``capacity``'s columns are
     ``state.nodes.columns_of(listed)``), ``capacity``, ``schedulable``, ``models`` (sorted,
     with ``""``) and ``model_code``; ``widest`` is the most GPU devices of a node.
+    ``id_bytes``, when the maker read the nodes from bytes, is those bytes and each id's start
+    and end in them, so that the same bytes' placements find their nodes by their ids' bytes
+    (``service.snapshot_decoder``) rather than by decoded strings.
     """
 
     __slots__ = (
         "capacities",
         "capacity",
+        "id_bytes",
         "ids",
         "labels",
         "listed",
@@ -71,6 +75,7 @@ class NodeColumns(MadeOnRead[Node]):
         capacity: np.ndarray,
         models: tuple[str, ...],
         model_code: np.ndarray,
+        id_bytes: tuple[bytes, np.ndarray, np.ndarray] | None = None,
     ) -> None:
         self.ids, self.capacities, self.labels = ids, capacities, labels
         self.unschedulable, self.wire_models, self.wire_model = (
@@ -82,6 +87,7 @@ class NodeColumns(MadeOnRead[Node]):
         self.listed, self.capacity = listed, capacity
         self.schedulable = ~np.asarray(unschedulable, dtype=np.bool_).reshape(len(ids))
         self.models, self.model_code = models, model_code
+        self.id_bytes = id_bytes
         self.widest = int(capacity[:, _GPU_COL].max()) // MILLI_PER_GPU if len(ids) else 0
         super().__init__(len(ids))
 

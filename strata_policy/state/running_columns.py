@@ -29,6 +29,7 @@ from strata_policy.model import Node, RunningWorkload, Scope
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU
 from strata_policy.state.made_on_read import MadeOnRead
 from strata_policy.state.node_columns import NodeColumns
+from strata_policy.state.running_table import IdIndex
 
 # ``state.validate``'s and ``state.request_checks``' bounds (validate imports this module; a
 # test keeps them equal)
@@ -43,23 +44,30 @@ _CAPACITY = operator.attrgetter("capacity")
 class RunningColumns(MadeOnRead[RunningWorkload]):
     """Running workloads as columns (see the module docstring), indexed like the snapshot.
 
-    Row ``i``: ``ids[i]`` (``id_bytes[i]`` bytes of UTF-8); ``scope[i]`` the index of its
-    scope in ``scopes`` (-1: none of them); ``replicas[i]``, ``admitted_at_ms[i]``;
+    Row ``i``: ``ids[i]`` (``id_bytes[i]`` bytes of UTF-8; ``ids`` may be given as a function
+    that decodes them, called when they are first read); ``scope[i]`` the
+    index of its scope in ``scopes`` (-1: none of them); ``replicas[i]``, ``admitted_at_ms[i]``;
     ``request[i, k]`` its amount of ``resources[k]`` (0 when absent);
     ``gpu_models[gpu_model[i]]``; its placements are ``placement_start[i]`` and the
     ``placement_count[i]`` after it, each ``placement_node[p]`` (an index in ``nodes``, -1:
-    none of them) with ``devices[p]`` (-1 padded).
+    none of them) with ``devices[p]`` (-1 padded). ``distinct_ids`` is whether no id repeats,
+    when the maker worked that out (``service.snapshot_decoder``: on the ids' bytes, so that
+    validation needs no dict of them); ``None``: ``rows`` answers it. ``id_index``, when the maker
+    kept the table that check made (``state.running_table.IdIndex``), finds a row by its id's bytes:
+    a state built from the columns looks its ids up there, and makes no dict of them.
     """
 
     __slots__ = (
+        "_ids",
         "_rows",
         "_valid",
         "admitted_at_ms",
         "devices",
+        "distinct_ids",
         "gpu_model",
         "gpu_models",
         "id_bytes",
-        "ids",
+        "id_index",
         "make",
         "nodes",
         "placement_count",
@@ -77,7 +85,7 @@ class RunningColumns(MadeOnRead[RunningWorkload]):
         *,
         nodes: Sequence[Node],
         scopes: tuple[Scope, ...],
-        ids: list[str],
+        ids: list[str] | Callable[[], list[str]],
         id_bytes: np.ndarray,
         scope: np.ndarray,
         replicas: np.ndarray,
@@ -91,17 +99,29 @@ class RunningColumns(MadeOnRead[RunningWorkload]):
         placement_node: np.ndarray,
         devices: np.ndarray,
         make: Callable[[int], RunningWorkload],
+        distinct_ids: bool | None = None,
+        id_index: IdIndex | None = None,
     ) -> None:
         self.nodes, self.scopes = nodes, scopes
-        self.ids, self.id_bytes, self.scope, self.replicas = ids, id_bytes, scope, replicas
+        self._ids, self.id_bytes, self.scope, self.replicas = ids, id_bytes, scope, replicas
         self.admitted_at_ms, self.resources, self.request = admitted_at_ms, resources, request
         self.gpu_models, self.gpu_model = gpu_models, gpu_model
         self.placement_start, self.placement_count = placement_start, placement_count
         self.placement_node, self.devices = placement_node, devices
         self.make = make
-        super().__init__(len(ids))
+        self.distinct_ids = distinct_ids
+        self.id_index = id_index
+        super().__init__(id_bytes.shape[0])
         self._valid: bool | None = None
         self._rows: dict[str, int] | None = None
+
+    @property
+    def ids(self) -> list[str]:
+        """Each row's id (decoded once, when first read)."""
+        ids = self._ids
+        if callable(ids):
+            ids = self._ids = ids()
+        return ids
 
     def _make(self, k: int) -> RunningWorkload:
         return self.make(k)
@@ -134,7 +154,7 @@ class RunningColumns(MadeOnRead[RunningWorkload]):
         n = len(self)
         if not n:
             return True
-        if len(self.rows()) != n:
+        if not (self.distinct_ids if self.distinct_ids is not None else len(self.rows()) == n):
             return False  # a repeated id
         if self.id_bytes.min() < 1:
             return False
