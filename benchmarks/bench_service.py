@@ -344,9 +344,8 @@ _PUSH_RUNS = 3
 _NO_CONTEXT: Any = None  # the handler reads its context only for a request_id or an error
 
 
-def first_read_after_push(raw: bytes, nodes: int, workloads: int) -> list[str]:
-    """The first ``Engine.snapshot`` after a PushSnapshot (it makes every pushed workload, in
-    bulk: ``service.running_rows``) beside the repeat (every workload already made)."""
+def _pushed(raw: bytes) -> Engine:
+    """An engine holding the cluster ``raw`` pushes, through the handler the server registers."""
     kernels.warmup()
     engine = Engine()
     handler = method_handlers(PolicyServicer(engine))["PushSnapshot"]
@@ -354,6 +353,13 @@ def first_read_after_push(raw: bytes, nodes: int, workloads: int) -> list[str]:
     assert read is not None
     assert handle is not None
     handle(read(raw), _NO_CONTEXT)
+    return engine
+
+
+def first_read_after_push(raw: bytes, nodes: int, workloads: int) -> list[str]:
+    """The first ``Engine.snapshot`` after a PushSnapshot (it makes every pushed workload, in
+    bulk: ``service.running_rows``) beside the repeat (every workload already made)."""
+    engine = _pushed(raw)
     t = time.perf_counter()
     first = engine.snapshot("big")[1]
     first_s = time.perf_counter() - t
@@ -372,14 +378,9 @@ def first_admit_after_push(raw: bytes, nodes: int, workloads: int) -> list[str]:
     """The first Admit (dry run, one new workload) after a PushSnapshot beside the median of
     the Admits that follow it: the first is the first call to look a pushed id up (is the new
     id held already?), served on the event loop in a server, so whatever it builds stalls
-    every other call; the push makes the id map on its worker, and the first pays no more."""
-    kernels.warmup()
-    engine = Engine()
-    handler = method_handlers(PolicyServicer(engine))["PushSnapshot"]
-    read, handle = handler.request_deserializer, handler.unary_unary
-    assert read is not None
-    assert handle is not None
-    handle(read(raw), _NO_CONTEXT)
+    every other call; pushed ids are found through the hash index over their bytes, so the
+    first pays no dict."""
+    engine = _pushed(raw)
     new = [Workload("new", "org", {"cpu": 100})]
     t = time.perf_counter()
     first = engine.admit("big", new, dry_run=True).results

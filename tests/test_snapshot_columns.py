@@ -378,8 +378,8 @@ LOOKUPS = [
 
 @pytest.mark.parametrize("first", LOOKUPS)
 def test_first_lookup_by_id_after_a_columnar_push_matches(first: Any) -> None:
-    """The first call to look a pushed id up (the id map made then, not at the push) answers
-    and leaves what it does after a plain push, and so does every call after it."""
+    """The first call to look a pushed id up (through the pushed ids' hash index, no id map
+    made) answers and leaves what it does after a plain push, and so does every call after."""
     rws = [running(workload(f"w{i}", "team", cpu=1), "n1" if i % 2 else "n2") for i in range(4)]
     snap = snapshot(NODES, SCOPES, rws)
     answers: list[list[Any]] = []

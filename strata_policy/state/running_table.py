@@ -4,7 +4,8 @@
 columns (``state.running_columns``) starts with every id mapped to its row number, and a row
 becomes its ``RunningWorkload`` (``make``, then kept) the first time it is read: a pushed
 million-workload snapshot does not make a million objects that nothing may ever read. Keys,
-``in``, ``len`` and key order are the dict's own, so they cost what a dict's cost; reading the
+``in``, ``len`` and key order answer as the dict's (a probe of the pushed ids' index, below,
+for an id of the push); reading the
 values of all of them (``values()``, ``items()``, ``make_all``) makes every row once, in bulk
 when the table was given a ``many`` (a pushed snapshot's ``service.running_rows.RowMaker``
 makes a million rows several times faster together than one by one).
@@ -25,8 +26,8 @@ and goes to the end when set again after its removal. A reader of every entry (i
 ``plain``) makes that dict once, then the mapping is a plain dict: it reads every entry anyway.
 Without an index it is a plain dict from the start. ``RunningTable`` and ``RowNumbers`` (the
 admission numbers) are such maps; a table's reader of every entry is also ``values``,
-``items``, ``make_all`` and the scopes of a changed table. (One module with the table: the
-Place path reads it, and each module it crosses counts.)
+``items``, ``make_all`` and the scopes of a changed table. The index lives here, with the two
+maps that are its only users.
 """
 
 from __future__ import annotations
