@@ -1,5 +1,6 @@
 """A pushed state's id maps (``state.running_table.PushedIds``) against the dict they stand
-for: any sequence of set, del, get, in, iter, len, update and pop on a map over a pushed
+for: any sequence of set, del, get, in, iter, len, update and pop (and their batch forms:
+update with pairs, delete_many, keys().isdisjoint) on a map over a pushed
 index answers exactly as a dict of the same ids does, iteration order included, whatever the
 ids (empty, multi-byte, longer than any bound, a lone surrogate, every hash equal), and so does
 the held-workloads table (``RunningTable``) over the same index against the plain table."""
@@ -17,7 +18,14 @@ from hypothesis import strategies as st
 from strata_policy.kernels import snapshot_wire as wire
 from strata_policy.model import RunningWorkload, Workload
 from strata_policy.service import wire_strings
-from strata_policy.state.running_table import IdIndex, PushedIds, RowNumbers, RunningTable, plain
+from strata_policy.state.running_table import (
+    IdIndex,
+    PushedIds,
+    RowNumbers,
+    RunningTable,
+    delete_many,
+    plain,
+)
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
 
@@ -26,6 +34,7 @@ ids = st.one_of(st.sampled_from(NAMES), st.text(max_size=4))
 keys = st.one_of(ids, st.just("\ud800"))  # a lone surrogate: no UTF-8 at all
 
 OPS = ["set", "del", "get", "in", "iter", "len", "update", "pop", "getitem"]
+OPS += ["pairs", "del_many", "disjoint"]  # the batch forms (one probe of the index for all)
 steps = st.lists(st.tuples(st.sampled_from(OPS), keys, st.integers(-3, 3)), max_size=40)
 
 
@@ -59,6 +68,12 @@ def _step(m: Any, op: str, key: str, value: int) -> object:
             return len(m)
         elif op == "update":
             m.update({key: value, f"{key}+": value})
+        elif op == "pairs":  # an iterable of pairs, a key repeated: ``update_many``
+            m.update([(key, value), (f"{key}+", value), (key, value + 1)])
+        elif op == "del_many":
+            delete_many(m, [f"{key}+", key])
+        elif op == "disjoint":
+            return m.keys().isdisjoint([f"{key}+", key, 7])
         else:
             return m.pop(key, "absent")
     except KeyError:

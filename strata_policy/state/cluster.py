@@ -392,9 +392,9 @@ class ClusterState:
             self._seq[rw.workload.id] = seq
 
     def _unadd_many(self, rws: Sequence[RunningWorkload], rows: ReplicaRows | None) -> None:
-        for rw in rws:
-            del self.workloads[rw.workload.id]
-            del self._seq[rw.workload.id]
+        ids = list(map(_WORKLOAD_ID, rws))
+        running_table.delete_many(self.workloads, ids)
+        running_table.delete_many(self._seq, ids)
         for scope_id, amounts in _charges(rws).items():
             self.tree.refund(scope_id, amounts)
         matrix = self.matrix

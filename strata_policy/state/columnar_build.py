@@ -112,7 +112,7 @@ def held(cols: RunningColumns) -> tuple[RunningTable, RowNumbers]:
     bulk = getattr(cols.make, "bulk", None)  # a pushed snapshot's RowMaker makes rows in bulk
     many = bulk(cols) if bulk is not None else None
     index = cols.id_index
-    if index is not None:
+    if index is not None and index.count:  # no ids, nothing to index: a plain (empty) dict
 
         def ids() -> list[str]:
             return cols.ids

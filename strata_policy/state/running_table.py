@@ -38,11 +38,12 @@ from collections.abc import (
     Iterable,
     Iterator,
     KeysView,
+    Mapping,
     MutableMapping,
     Sequence,
     ValuesView,
 )
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -76,6 +77,34 @@ class IdIndex:
             return -1
         found = wire.probe(self._buf, self._lo, self._hi, self._table, wire.SEED, data)
         return int(found)  # an int (numpy's without the JIT): rows are told by ``type is int``
+
+    def rows(self, keys: Sequence[object]) -> list[int]:
+        """``row`` of each of ``keys``, in one kernel call over their joined UTF-8 bytes (a
+        batch's ids: a kernel call per id would cost a Place of 1,000 several ms). ASCII ids
+        (a byte a character) are joined and measured in C; others take ``row`` one by one."""
+        try:
+            joined = "".join(cast(Sequence[str], keys))  # TypeError: a key not a string
+            data = joined.encode()  # UnicodeEncodeError: a lone surrogate, never an id's
+        except (TypeError, UnicodeEncodeError):
+            return [self.row(k) for k in keys]
+        if len(data) != len(joined):
+            return [self.row(k) for k in keys]
+        lengths = np.fromiter(map(len, cast(Sequence[str], keys)), np.int64, len(keys))
+        ends = np.cumsum(lengths)
+        out = np.empty(len(keys), dtype=np.int64)
+        wire.probe_many(
+            self._buf,
+            self._lo,
+            self._hi,
+            self._table,
+            wire.SEED,
+            np.frombuffer(data, dtype=np.uint8),
+            ends - lengths,
+            ends,
+            out,
+        )
+        found: list[int] = out.tolist()
+        return found
 
 
 class PushedIds(MutableMapping[str, V]):
@@ -118,6 +147,17 @@ class PushedIds(MutableMapping[str, V]):
     def __getitem__(self, key: str) -> V:
         return cast(V, self._raw(key))
 
+    def _pushed_rows(self, keys: Sequence[object]) -> list[int]:
+        """``_pushed`` of each of ``keys``, the index probed once for all of them."""
+        index = self._index
+        if index is None:
+            return [-1] * len(keys)
+        rows = index.rows(keys)
+        gone = self._gone
+        if gone:
+            return [-1 if key in gone else row for key, row in zip(keys, rows, strict=True)]
+        return rows
+
     def __setitem__(self, key: str, value: V) -> None:
         items = self._items
         if self._index is not None and key not in items and self._pushed(key) < 0:
@@ -125,11 +165,14 @@ class PushedIds(MutableMapping[str, V]):
         items[key] = value
 
     def __delitem__(self, key: str) -> None:
-        items = self._items
         if self._index is None:
-            del items[key]
+            del self._items[key]
             return
-        row = self._pushed(key)
+        self._delete(key, self._pushed(key))
+
+    def _delete(self, key: str, row: int) -> None:
+        """Remove ``key``, whose ``_pushed`` row is ``row`` (with an index)."""
+        items = self._items
         if key in items:
             del items[key]
         elif row < 0:
@@ -137,6 +180,35 @@ class PushedIds(MutableMapping[str, V]):
         if row >= 0:
             self._gone.add(key)
         self._len -= 1
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """``del self[key]`` for each of ``keys`` in order, the index probed once for all."""
+        if self._index is None:
+            items = self._items
+            for key in keys:
+                del items[key]
+            return
+        keys = list(keys)
+        gone = self._gone
+        for key, row in zip(keys, self._pushed_rows(keys), strict=True):
+            self._delete(key, -1 if key in gone else row)  # removed earlier in this batch
+
+    def isdisjoint_keys(self, keys: Iterable[object]) -> bool:
+        """No key of ``keys`` is held: ``keys().isdisjoint``, the index probed once for all."""
+        keys = list(keys)
+        if not self._items.keys().isdisjoint(keys):
+            return False
+        if self._index is None:
+            return True
+        return all(row < 0 for row in self._pushed_rows(keys))
+
+    def keys(self) -> KeysView[str]:
+        """The dict's own keys view when plain (C-level ``isdisjoint``, set operations); over
+        pushed ids, one whose ``isdisjoint`` probes the index once for all its keys (each
+        other question asked with ``in``: no dict of every id made)."""
+        if self._index is None:
+            return self._items.keys()
+        return _PushedKeys(self)
 
     def __contains__(self, key: object) -> bool:
         return key in self._items or self._pushed(key) >= 0
@@ -147,12 +219,27 @@ class PushedIds(MutableMapping[str, V]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.plain())
 
-    def update_many(self, pairs: object) -> None:
-        """``update`` at the dict's speed when plain (the mixin's is a Python loop)."""
+    def update_many(self, pairs: Iterable[tuple[str, V]]) -> None:
+        """``update`` with ``(key, value)`` pairs: the dict's own when plain (the mixin's is a
+        Python loop); over pushed ids, the index probed once for all the new keys."""
+        items = self._items
         if self._index is None:
-            self._items.update(pairs)  # type: ignore[call-overload]
+            items.update(pairs)
+            return
+        pairs = list(pairs)
+        fresh = [key for key, _ in pairs if key not in items]
+        pushed = dict(zip(fresh, self._pushed_rows(fresh), strict=True))
+        for key, value in pairs:
+            if key not in items and pushed[key] < 0:
+                self._len += 1
+            items[key] = value
+
+    def update(self, *args: Any, **kwargs: V) -> None:
+        """The dict's ``update``; an iterable of pairs alone goes through ``update_many``."""
+        if len(args) == 1 and not kwargs and not isinstance(args[0], Mapping):
+            self.update_many(args[0])
         else:
-            MutableMapping.update(self, pairs)  # type: ignore[call-overload]
+            MutableMapping.update(self, *args, **kwargs)
 
     def plain(self) -> dict[str, V]:
         """Every entry as the dict the same operations make, in its order: made once (from the
@@ -167,6 +254,26 @@ class PushedIds(MutableMapping[str, V]):
         out.update(self._items)  # a pushed id in place; one set again, or new, at the end
         self._items, self._index, self._gone = out, None, set()
         return out
+
+
+class _PushedKeys(KeysView[str]):
+    """The keys of a ``PushedIds`` with an index: ``isdisjoint`` in one probe of the index."""
+
+    def __init__(self, mapping: PushedIds[Any]) -> None:
+        super().__init__(mapping)
+        self._ids = mapping
+
+    def isdisjoint(self, other: Iterable[Any]) -> bool:
+        return self._ids.isdisjoint_keys(other)
+
+
+def delete_many(mapping: MutableMapping[str, V], keys: Iterable[str]) -> None:
+    """``del mapping[key]`` for each of ``keys``: ``PushedIds.delete_many``, else one by one."""
+    if isinstance(mapping, PushedIds):
+        mapping.delete_many(keys)
+        return
+    for key in keys:
+        del mapping[key]
 
 
 def plain(mapping: MutableMapping[str, V]) -> MutableMapping[str, V]:
@@ -217,13 +324,6 @@ class RunningTable(PushedIds[RunningWorkload]):
             made = self._items[key] = self._make(value)
             return made
         return cast(RunningWorkload, value)
-
-    def keys(self) -> KeysView[str]:
-        """The dict's own keys view when plain (C-level ``isdisjoint``, set operations); over
-        pushed ids, the mixin's (each key asked with ``in``: no dict of every id made)."""
-        if self._index is None:
-            return self._items.keys()
-        return KeysView(self)
 
     def values(self) -> ValuesView[RunningWorkload]:
         """Every workload (each row made once, then kept)."""
