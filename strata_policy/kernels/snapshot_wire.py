@@ -692,18 +692,22 @@ def find(
     return missing
 
 
-@kernel
-def probe(
-    buf: np.ndarray, lo: np.ndarray, hi: np.ndarray, table: np.ndarray, seed: int, key: bytes
+@inline_kernel
+def _lookup(
+    buf: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    table: np.ndarray,
+    seed: int,
+    key: np.ndarray | bytes,
+    a: int,
+    b: int,
 ) -> int:
     """The index ``j`` a ``distinct`` table (filled from ``buf[lo[i]:hi[i]]`` with ``seed``)
-    holds for the bytes ``key``, or -1 when none of its strings is those bytes: one hash of
-    ``key`` and a probe from its slot, the bytes compared only where the hashes are equal.
-    What a one-id lookup of a pushed state costs (``state.running_table.IdIndex``) instead
-    of a dict of every id. ``key`` is the id's ``bytes`` as they are (a view of them as an
-    array would cost more than the probe)."""
-    n = len(key)
-    h = _hash(key, 0, n, seed)
+    holds for the bytes ``key[a:b]``, or -1 when none of its strings is those bytes: one hash
+    and a probe from its slot, the bytes compared only where the hashes are equal."""
+    n = b - a
+    h = _hash(key, a, b, seed)
     mask = table.shape[0] - 1
     slot = h & mask
     while True:
@@ -714,13 +718,23 @@ def probe(
             start = lo[j]
             same = True
             for k in range(n):
-                if buf[start + k] != key[k]:
+                if buf[start + k] != key[a + k]:
                     same = False
                     break
             if same:
                 found: int = j
                 return found
         slot = (slot + 1) & mask
+
+
+@kernel
+def probe(
+    buf: np.ndarray, lo: np.ndarray, hi: np.ndarray, table: np.ndarray, seed: int, key: bytes
+) -> int:
+    """``_lookup`` of the bytes ``key``: what a one-id lookup of a pushed state costs
+    (``state.running_table.IdIndex``) instead of a dict of every id. ``key`` is the id's
+    ``bytes`` as they are (a view of them as an array would cost more than the probe)."""
+    return _lookup(buf, lo, hi, table, seed, key, 0, len(key))
 
 
 @kernel
@@ -735,30 +749,10 @@ def probe_many(
     key_hi: np.ndarray,
     out: np.ndarray,
 ) -> None:
-    """``probe`` of each ``keys[key_lo[i]:key_hi[i]]``, its row (or -1) in ``out[i]``: one
+    """``_lookup`` of each ``keys[key_lo[i]:key_hi[i]]``, its row (or -1) in ``out[i]``: one
     kernel call for a batch's ids (a Place's, a batch Admit's), not one call per id."""
-    mask = table.shape[0] - 1
     for i in range(key_lo.shape[0]):
-        a = key_lo[i]
-        n = key_hi[i] - a
-        h = _hash(keys, a, a + n, seed)
-        slot = h & mask
-        out[i] = -1
-        while True:
-            j = table[slot, 0]
-            if j < 0:
-                break
-            if table[slot, 1] == h and hi[j] - lo[j] == n:
-                start = lo[j]
-                same = True
-                for k in range(n):
-                    if buf[start + k] != keys[a + k]:
-                        same = False
-                        break
-                if same:
-                    out[i] = j
-                    break
-            slot = (slot + 1) & mask
+        out[i] = _lookup(buf, lo, hi, table, seed, keys, key_lo[i], key_hi[i])
 
 
 def warmup() -> None:
