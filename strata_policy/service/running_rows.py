@@ -54,7 +54,9 @@ _intern = sys.intern
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})  # as ``convert`` shares it
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """``n`` (non-negative) as a protobuf varint: the push's writer of lengths (its rows'
+    chunks here, the snapshot's re-framed field in ``snapshot_decoder``)."""
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -140,7 +142,7 @@ class RowMaker:
         los, his, sizes = lo[starts].tolist(), hi[ends].tolist(), size[starts].tolist()
         parts: list[bytes] = []
         for first, last, length in zip(los, his, sizes, strict=True):
-            parts.append(_WORKLOADS_TAG + _varint(length))
+            parts.append(_WORKLOADS_TAG + varint(length))
             parts.append(buf[first:last])
         return b"".join(parts)
 

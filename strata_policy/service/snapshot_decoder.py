@@ -34,7 +34,7 @@ from strata.policy.v1 import types_pb2 as pb
 from strata_policy.kernels import snapshot_wire as wire
 from strata_policy.model import Node, RunningWorkload, Scope
 from strata_policy.service import wire_strings
-from strata_policy.service.running_rows import RowMaker
+from strata_policy.service.running_rows import RowMaker, varint
 from strata_policy.state.node_columns import NodeColumns
 from strata_policy.state.nodes import columns_of
 from strata_policy.state.running_columns import RunningColumns
@@ -120,7 +120,7 @@ def decode_push(
         if nodes_counted[0] == wire.OK and running_counted and running_counted[0] == wire.OK:
             light = raw
             if body:  # the snapshot field again, holding its scopes only
-                head = (raw[:tag_lo], _SNAPSHOT_KEY, _varint(used), kept[:used].tobytes())
+                head = (raw[:tag_lo], _SNAPSHOT_KEY, varint(used), kept[:used].tobytes())
                 light = b"".join((*head, raw[snap_hi:]))
             try:
                 message = svc.PushSnapshotRequest.FromString(light)
@@ -175,16 +175,6 @@ def _walk_nodes(buf: np.ndarray, records: int) -> tuple[NodeCounts, NodeArrays |
     if status != wire.OK or any(c > s for c, s in zip(counted[1:], sizes, strict=True)):
         return counted, None
     return counted, (out[0][:n], out[1][:caps], out[2][:labels])
-
-
-def _varint(value: int) -> bytes:
-    """``value`` (non-negative) as a varint."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def running_columns(
