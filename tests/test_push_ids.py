@@ -1,5 +1,5 @@
 """The pushed ids' checks on their bytes, and the one walk that fills arrays sized by a guess:
-``kernels.snapshot_wire.distinct`` and ``find`` against a dict (their naive twin) for any
+``kernels.byte_strings.distinct`` and ``find`` against a dict (their naive twin) for any
 strings, including strings whose hashes are all equal, and ``snapshot_decoder``'s one walk
 against the walk that counts first, whatever the guess."""
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strata.policy.v1 import types_pb2 as pb
 
-from strata_policy.kernels import snapshot_wire as wire
+from strata_policy.kernels import byte_strings, snapshot_nodes, snapshot_running, snapshot_wire
 from strata_policy.service import snapshot_decoder, wire_strings
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
@@ -47,7 +47,7 @@ def test_distinct_is_its_naive_twin(strings: list[str]) -> None:
     buf, lo, hi = _bounds(strings)
     codes, firsts = np.empty(len(strings), np.int64), np.empty(len(strings), np.int64)
     table = np.full((1 << (2 * max(len(strings), 1)).bit_length(), 2), -1, dtype=np.int64)
-    count = wire.distinct(buf, lo, hi, codes, table, wire.SEED, firsts)
+    count = byte_strings.distinct(buf, lo, hi, codes, table, byte_strings.SEED, firsts)
     want_codes, want_firsts = _naive(strings)
     assert (codes.tolist(), firsts[:count].tolist()) == (want_codes, want_firsts)
     assert wire_strings.all_distinct(buf, lo, hi) == (len(set(strings)) == len(strings))
@@ -60,7 +60,7 @@ def _find(keys: list[str], strings: list[str]) -> tuple[list[int], int]:
     table = np.full((1 << (2 * max(n, 1)).bit_length(), 2), -1, dtype=np.int64)
     found = np.empty(len(strings), dtype=np.int64)
     key_lo, key_hi = lo[:n].copy(), hi[:n].copy()
-    missing = wire.find(buf, lo[n:].copy(), hi[n:].copy(), key_lo, key_hi, table, 7, found)
+    missing = byte_strings.find(buf, lo[n:].copy(), hi[n:].copy(), key_lo, key_hi, table, 7, found)
     return found.tolist(), missing
 
 
@@ -95,11 +95,11 @@ def test_equal_hashes_are_told_apart_by_their_bytes(
 ) -> None:
     """With every string's hash the same (the kernel's Python body, its hash patched), the
     bytes decide: the same numbers and the same answer on repeats as the dict."""
-    monkeypatch.setattr(wire, "_hash", lambda buf, lo, hi, seed: 12345)
+    monkeypatch.setattr(byte_strings, "_hash", lambda buf, lo, hi, seed: 12345)
     buf, lo, hi = _bounds(strings)
     codes, firsts = np.empty(len(strings), np.int64), np.empty(len(strings), np.int64)
     table = np.full((1 << (2 * len(strings)).bit_length(), 2), -1, dtype=np.int64)
-    count = wire.distinct(buf, lo, hi, codes, table, wire.SEED, firsts)
+    count = byte_strings.distinct(buf, lo, hi, codes, table, byte_strings.SEED, firsts)
     assert (codes.tolist(), firsts[:count].tolist()) == _naive(strings)
     assert wire_strings.all_distinct(buf, lo, hi) == (len(set(strings)) == len(strings))
     probes = [*strings, "absent", strings[0]]
@@ -143,20 +143,20 @@ def test_one_walk_is_the_counted_walk(
         monkeypatch.setattr(snapshot_decoder, name, guess)
     buf = np.frombuffer(body, dtype=np.uint8)
     records = buf.shape[0] and len(pb.Snapshot.FromString(body).workloads)
-    counted = wire.walk_running(buf, False, *wire.arrays(0, 0, 0, 0))
+    counted = snapshot_running.walk_running(buf, False, *snapshot_running.arrays(0, 0, 0, 0))
     got, walked = snapshot_decoder._walk_running(buf, records)
     assert got == counted
-    exact = wire.arrays(*counted[1:])
-    status = wire.walk_running(buf, True, *exact)[0]
+    exact = snapshot_running.arrays(*counted[1:])
+    status = snapshot_running.walk_running(buf, True, *exact)[0]
     if walked is not None:
-        assert status == wire.OK
+        assert status == snapshot_wire.OK
         assert [a.tolist() for a in walked] == [a.tolist() for a in exact]
     node_records = buf.shape[0] and len(pb.Snapshot.FromString(body).nodes)
-    node_counted = wire.walk_nodes(buf, False, *wire.node_arrays(0, 0, 0))
+    node_counted = snapshot_nodes.walk_nodes(buf, False, *snapshot_nodes.node_arrays(0, 0, 0))
     got_nodes, nodes_walked = snapshot_decoder._walk_nodes(buf, node_records)
     assert got_nodes == node_counted
-    node_exact = wire.node_arrays(*node_counted[1:])
-    node_status = wire.walk_nodes(buf, True, *node_exact)[0]
+    node_exact = snapshot_nodes.node_arrays(*node_counted[1:])
+    node_status = snapshot_nodes.walk_nodes(buf, True, *node_exact)[0]
     if nodes_walked is not None:
-        assert node_status == wire.OK
+        assert node_status == snapshot_wire.OK
         assert [a.tolist() for a in nodes_walked] == [a.tolist() for a in node_exact]

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strata_policy.kernels import snapshot_wire as wire
+from strata_policy.kernels import byte_strings
 from strata_policy.model import RunningWorkload, Workload
 from strata_policy.service import wire_strings
 from strata_policy.state.running_table import (
@@ -129,7 +129,7 @@ def test_equal_hashes_are_told_apart_by_their_bytes(pushed: list[str], ops: list
     """With every id's hash the same (the kernels' Python bodies, their hash patched), the
     bytes decide: still the dict's answers."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(wire, "_hash", lambda buf, lo, hi, seed: 12345)
+        patch.setattr(byte_strings, "_hash", lambda buf, lo, hi, seed: 12345)
         _run(pushed, ops)
 
 

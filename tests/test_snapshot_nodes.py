@@ -1,4 +1,4 @@
-"""A snapshot's nodes read from its bytes (``kernels.snapshot_wire.walk_nodes``,
+"""A snapshot's nodes read from its bytes (``kernels.snapshot_nodes.walk_nodes``,
 ``snapshot_decoder.nodes_from_bytes``) equal protobuf's parse converted node by node
 (``convert.node_from_proto``), however they are encoded, or are declined."""
 

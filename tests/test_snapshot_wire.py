@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strata.policy.v1 import types_pb2 as pb
 
-from strata_policy.kernels import snapshot_wire as wire
+from strata_policy.kernels import byte_strings
 from strata_policy.service import convert
 from strata_policy.service.snapshot_decoder import columns_from_bytes
 from strata_policy.testing import node, scope
@@ -199,7 +199,7 @@ def test_distinct_numbers_strings_by_first_coming_whatever_the_seed(
         codes = np.empty(len(strings), dtype=np.int64)
         table = np.full((1 << (2 * max(len(strings), 1)).bit_length(), 2), -1, dtype=np.int64)
         firsts = np.empty(len(strings), dtype=np.int64)
-        assert wire.distinct(buf, lo, hi, codes, table, seed, firsts) == len(first)
+        assert byte_strings.distinct(buf, lo, hi, codes, table, seed, firsts) == len(first)
         assert codes.tolist() == want
         assert firsts[: len(first)].tolist() == [want.index(c) for c in range(len(first))]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from strata_policy.kernels import snapshot_wire
+from strata_policy.kernels import byte_strings, snapshot_nodes, snapshot_running, snapshot_wire
 from strata_policy.kernels.api import place_batch_arrays, refresh_frag_rows
 from strata_policy.kernels.arrays import FragArrays
 from strata_policy.kernels.proto_records import scan_kernel, write_kernel
@@ -15,6 +15,9 @@ from strata_policy.kernels.search import BlockIndex, BlockLayout
 def warmup() -> None:
     """Compile (or load from the cache) every kernel by running each policy on tiny inputs."""
     snapshot_wire.warmup()
+    snapshot_nodes.warmup()
+    snapshot_running.warmup()
+    byte_strings.warmup()
     # read-only byte rows, as the codecs' wrappers pass them (``np.frombuffer`` of bytes)
     record, key, one = (
         np.frombuffer(b, dtype=np.uint8) for b in (b"\x12\x03\x0a\x00\x07", b"\x0a", b"w")

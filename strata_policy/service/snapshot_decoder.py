@@ -1,5 +1,7 @@
-"""A pushed ``Snapshot``'s running workloads as columns (``state.running_columns``), read from
-the message's wire bytes by ``kernels.snapshot_wire`` rather than one message object at a time.
+"""A pushed ``Snapshot``'s running workloads and nodes as columns (``state.running_columns``,
+``state.node_columns``), read from the message's wire bytes by the kernels of
+``kernels.snapshot_wire`` (the request's split), ``kernels.snapshot_running`` and
+``kernels.snapshot_nodes`` (the walks) rather than one message object at a time.
 
 The PushSnapshot handler gets its request as bytes (``decode_push``, its gRPC deserializer):
 protobuf parses the request less its running workloads (nodes, scopes, ids, flags, unknown
@@ -31,6 +33,9 @@ from google.protobuf.message import DecodeError
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
+from strata_policy.kernels import byte_strings
+from strata_policy.kernels import snapshot_nodes as node_walk
+from strata_policy.kernels import snapshot_running as running_walk
 from strata_policy.kernels import snapshot_wire as wire
 from strata_policy.model import Node, RunningWorkload, Scope
 from strata_policy.service import wire_strings
@@ -149,11 +154,13 @@ def _walk_running(buf: np.ndarray, records: int) -> tuple[Counts, Running | None
     cut to the counts. A status only writing finds (a repeated key or device) stopped the walk
     where it found it: the whole is then counted, as a walk that only counts answers."""
     if records < 0:
-        return wire.walk_running(buf, False, *wire.arrays(0, 0, 0, 0)), None
-    out = wire.arrays(records, _ENTRIES * records, _PLACEMENTS * records, _DEVICES * records)
-    counted = wire.walk_running(buf, True, *out)
+        return running_walk.walk_running(buf, False, *running_walk.arrays(0, 0, 0, 0)), None
+    out = running_walk.arrays(
+        records, _ENTRIES * records, _PLACEMENTS * records, _DEVICES * records
+    )
+    counted = running_walk.walk_running(buf, True, *out)
     if counted[0] in _FILL_ONLY:
-        return wire.walk_running(buf, False, *wire.arrays(0, 0, 0, 0)), None
+        return running_walk.walk_running(buf, False, *running_walk.arrays(0, 0, 0, 0)), None
     _, n, entries, placements, devices = counted
     sizes = (out[0].shape[1], out[1].shape[1], out[2].shape[1], out[3].shape[0])
     if counted[0] != wire.OK or any(c > s for c, s in zip(counted[1:], sizes, strict=True)):
@@ -165,11 +172,11 @@ def _walk_running(buf: np.ndarray, records: int) -> tuple[Counts, Running | None
 def _walk_nodes(buf: np.ndarray, records: int) -> tuple[NodeCounts, NodeArrays | None]:
     """``walk_nodes``'s answer and arrays as ``_walk_running``'s."""
     if records < 0:
-        return wire.walk_nodes(buf, False, *wire.node_arrays(0, 0, 0)), None
-    out = wire.node_arrays(records, _CAPS * records, _LABELS * records)
-    counted = wire.walk_nodes(buf, True, *out)
+        return node_walk.walk_nodes(buf, False, *node_walk.node_arrays(0, 0, 0)), None
+    out = node_walk.node_arrays(records, _CAPS * records, _LABELS * records)
+    counted = node_walk.walk_nodes(buf, True, *out)
     if counted[0] in _FILL_ONLY:
-        return wire.walk_nodes(buf, False, *wire.node_arrays(0, 0, 0)), None
+        return node_walk.walk_nodes(buf, False, *node_walk.node_arrays(0, 0, 0)), None
     status, n, caps, labels = counted
     sizes = (out[0].shape[0], out[1].shape[0], out[2].shape[0])
     if status != wire.OK or any(c > s for c, s in zip(counted[1:], sizes, strict=True)):
@@ -185,7 +192,7 @@ def running_columns(
 ) -> RunningColumns | None:
     """``m``'s running workloads as columns over ``nodes`` and ``scopes`` (the same message's,
     converted), each made by ``convert`` of its own bytes; ``None`` when the kernel cannot
-    read them exactly (``kernels.snapshot_wire``) or a string is not UTF-8."""
+    read them exactly (``kernels.snapshot_running``) or a string is not UTF-8."""
     return columns_from_bytes(m.SerializeToString(), nodes, scopes, convert)
 
 
@@ -208,19 +215,19 @@ def columns_from_bytes(
     raw = np.frombuffer(buf, dtype=np.uint8)
     if walked is None:
         if counted is None:
-            counted = wire.walk_running(raw, False, *wire.arrays(0, 0, 0, 0))
+            counted = running_walk.walk_running(raw, False, *running_walk.arrays(0, 0, 0, 0))
         if counted[0] != wire.OK:
             return None
-        walked = wire.arrays(*counted[1:])
-        if wire.walk_running(raw, True, *walked)[0] != wire.OK:
+        walked = running_walk.arrays(*counted[1:])
+        if running_walk.walk_running(raw, True, *walked)[0] != wire.OK:
             return None
     rows, entries, placements, devices = walked
     try:
         scope_code, scope_ids = wire_strings.distinct(
-            raw, buf, rows[wire.SCOPE_LO], rows[wire.SCOPE_HI]
+            raw, buf, rows[running_walk.SCOPE_LO], rows[running_walk.SCOPE_HI]
         )
         model_code, models = wire_strings.distinct(
-            raw, buf, rows[wire.MODEL_LO], rows[wire.MODEL_HI]
+            raw, buf, rows[running_walk.MODEL_LO], rows[running_walk.MODEL_HI]
         )
         key_code, keys = wire_strings.distinct(raw, buf, entries[wire.KEY_LO], entries[wire.KEY_HI])
     except UnicodeDecodeError:
@@ -232,43 +239,50 @@ def columns_from_bytes(
     else:
         known = {name for x in nodes for name in x.capacity}
         widest = max((x.gpu_devices for x in nodes), default=0)
-    if not known.issuperset(keys) or int(placements[wire.DEV_COUNT].max(initial=0)) > widest:
+    if (
+        not known.issuperset(keys)
+        or int(placements[running_walk.DEV_COUNT].max(initial=0)) > widest
+    ):
         return None
     n = rows.shape[1]
     resources = tuple(sorted(keys))
     column = np.array([resources.index(k) for k in keys], dtype=np.int64)
     request = np.zeros((n, len(resources)), dtype=np.int64)
-    entry_row = np.repeat(np.arange(n, dtype=np.int64), rows[wire.REQ_COUNT])
+    entry_row = np.repeat(np.arange(n, dtype=np.int64), rows[running_walk.REQ_COUNT])
     request[entry_row, column[key_code]] = entries[wire.VALUE]
     # one row made from its bytes, or every pending row in bulk (``service.running_rows``);
     # ``rows`` is sized by the records, so its fields are kept as they are, without a copy
     make = RowMaker(
         buf,
-        rows[wire.RW_LO],
-        rows[wire.RW_HI],
+        rows[running_walk.RW_LO],
+        rows[running_walk.RW_HI],
         convert,
-        entries=rows[wire.REQ_COUNT].astype(np.int32),
-        device_count=placements[wire.DEV_COUNT].astype(np.int32),
+        entries=rows[running_walk.REQ_COUNT].astype(np.int32),
+        device_count=placements[running_walk.DEV_COUNT].astype(np.int32),
         node_ids=placed[1],
         node_code=placed[0].astype(np.int32),
     )
 
-    id_lo, id_hi = rows[wire.ID_LO], rows[wire.ID_HI]
+    id_lo, id_hi = rows[running_walk.ID_LO], rows[running_walk.ID_HI]
     id_table = wire_strings.distinct_table(raw, id_lo, id_hi)  # kept: it finds ids later
     return RunningColumns(
         nodes=nodes,
         scopes=scopes,
-        ids=partial(wire_strings.strings, raw, buf, rows[wire.ID_LO], rows[wire.ID_HI]),
-        id_bytes=rows[wire.ID_HI] - rows[wire.ID_LO],
+        ids=partial(
+            wire_strings.strings, raw, buf, rows[running_walk.ID_LO], rows[running_walk.ID_HI]
+        ),
+        id_bytes=rows[running_walk.ID_HI] - rows[running_walk.ID_LO],
         scope=wire_strings.index(scope_ids, {s.id: i for i, s in enumerate(scopes)})[scope_code],
-        replicas=np.where(rows[wire.REPLICAS] == 0, 1, rows[wire.REPLICAS]),  # 0: unset
-        admitted_at_ms=rows[wire.ADMITTED],
+        replicas=np.where(
+            rows[running_walk.REPLICAS] == 0, 1, rows[running_walk.REPLICAS]
+        ),  # 0: unset
+        admitted_at_ms=rows[running_walk.ADMITTED],
         resources=resources,
         request=request,
         gpu_models=tuple(models),
         gpu_model=model_code,
-        placement_start=rows[wire.PL_START],
-        placement_count=rows[wire.PL_COUNT],
+        placement_start=rows[running_walk.PL_START],
+        placement_count=rows[running_walk.PL_COUNT],
         placement_node=placed[2],
         devices=_padded(placements, devices),
         make=make,
@@ -282,17 +296,17 @@ def _placed_nodes(
 ) -> tuple[np.ndarray, list[str], np.ndarray]:
     """Each placement's node id as a code into a list of ids, the list, and the node's index
     in ``nodes`` (-1: none of them; the last of a repeated id, as a dict of them keeps it).
-    Nodes read from the same bytes are found by their ids' bytes (``kernels.snapshot_wire
+    Nodes read from the same bytes are found by their ids' bytes (``kernels.byte_strings
     .find``: a table of the nodes' ids, not of the million placements' ones), every id then
     coded by its node's index; otherwise, or when a placement names no node, the distinct ids
     are decoded and looked up."""
-    lo = np.ascontiguousarray(placements[wire.NODE_LO])
-    hi = np.ascontiguousarray(placements[wire.NODE_HI])
+    lo = np.ascontiguousarray(placements[running_walk.NODE_LO])
+    hi = np.ascontiguousarray(placements[running_walk.NODE_HI])
     if type(nodes) is NodeColumns and nodes.id_bytes is not None and nodes.id_bytes[0] is buf:
         _, key_lo, key_hi = nodes.id_bytes
         found = np.empty(lo.shape[0], dtype=np.int64)
         table = wire_strings.table(1 << (2 * max(key_lo.shape[0], 1)).bit_length())
-        if wire.find(raw, lo, hi, key_lo, key_hi, table, wire.SEED, found) == 0:
+        if byte_strings.find(raw, lo, hi, key_lo, key_hi, table, byte_strings.SEED, found) == 0:
             return found, nodes.ids, found
     node_code, node_ids = wire_strings.distinct(raw, buf, lo, hi)
     if type(nodes) is NodeColumns:
@@ -307,7 +321,7 @@ def nodes_from_bytes(
 ) -> NodeColumns | None:
     """The nodes of a serialized ``Snapshot`` as columns (``state.node_columns``), equal to
     ``convert.node_from_proto`` of each of its parsed nodes; ``None`` when the kernel declines
-    them (``kernels.snapshot_wire``).
+    them (``kernels.snapshot_nodes``).
 
     Read in bulk from the kernel's columns: the strings decoded in a few steps, one capacity
     dict per distinct capacity and one labels dict per distinct set of labels (shared, as
@@ -316,21 +330,21 @@ def nodes_from_bytes(
     raw = np.frombuffer(buf, dtype=np.uint8)
     if walked is None:
         if counted is None:
-            counted = wire.walk_nodes(raw, False, *wire.node_arrays(0, 0, 0))
+            counted = node_walk.walk_nodes(raw, False, *node_walk.node_arrays(0, 0, 0))
         if counted[0] != wire.OK:
             return None
-        walked = wire.node_arrays(*counted[1:])
-        if wire.walk_nodes(raw, True, *walked)[0] != wire.OK:
+        walked = node_walk.node_arrays(*counted[1:])
+        if node_walk.walk_nodes(raw, True, *walked)[0] != wire.OK:
             return None
     rows, caps, labels = walked
     n = rows.shape[0]
-    ids = wire_strings.strings(raw, buf, rows[:, wire.N_ID_LO], rows[:, wire.N_ID_HI])
+    ids = wire_strings.strings(raw, buf, rows[:, node_walk.N_ID_LO], rows[:, node_walk.N_ID_HI])
     model_code, models = wire_strings.distinct(
-        raw, buf, rows[:, wire.N_MODEL_LO], rows[:, wire.N_MODEL_HI]
+        raw, buf, rows[:, node_walk.N_MODEL_LO], rows[:, node_walk.N_MODEL_HI]
     )
     cap_key, cap_names = wire_strings.distinct(raw, buf, caps[:, wire.KEY_LO], caps[:, wire.KEY_HI])
     amounts, amount_code = np.unique(caps[:, wire.VALUE], return_inverse=True)
-    cap_row = np.repeat(np.arange(n), rows[:, wire.N_CAP_COUNT])
+    cap_row = np.repeat(np.arange(n), rows[:, node_walk.N_CAP_COUNT])
     capacity = wire_strings.maps(
         cap_row,
         n,
@@ -344,10 +358,10 @@ def nodes_from_bytes(
         raw, buf, labels[:, wire.KEY_LO], labels[:, wire.KEY_HI]
     )
     value_code, values = wire_strings.distinct(
-        raw, buf, labels[:, wire.VALUE_LO], labels[:, wire.VALUE_HI]
+        raw, buf, labels[:, node_walk.VALUE_LO], labels[:, node_walk.VALUE_HI]
     )
     node_labels = wire_strings.maps(
-        np.repeat(np.arange(n), rows[:, wire.N_LABEL_COUNT]),
+        np.repeat(np.arange(n), rows[:, node_walk.N_LABEL_COUNT]),
         n,
         label_key,
         label_names,
@@ -358,7 +372,7 @@ def nodes_from_bytes(
     names = columns_of(set(cap_names))
     column = np.array([names.index(r) for r in cap_names], dtype=np.int64)
     matrix = np.zeros((n, len(names)), dtype=np.int64)
-    matrix[np.repeat(np.arange(n), rows[:, wire.N_CAP_COUNT]), column[cap_key]] = caps[
+    matrix[np.repeat(np.arange(n), rows[:, node_walk.N_CAP_COUNT]), column[cap_key]] = caps[
         :, wire.VALUE
     ]
     ordered = tuple(sorted({*models, ""}))
@@ -367,21 +381,21 @@ def nodes_from_bytes(
         ids=ids,
         capacities=capacity,
         labels=node_labels,
-        unschedulable=(rows[:, wire.N_UNSCHEDULABLE] != 0).tolist(),
+        unschedulable=(rows[:, node_walk.N_UNSCHEDULABLE] != 0).tolist(),
         wire_models=models,
         wire_model=model_code.tolist(),
         listed=frozenset(cap_names),
         capacity=matrix,
         models=ordered,
         model_code=recode[model_code],
-        id_bytes=(buf, rows[:, wire.N_ID_LO].copy(), rows[:, wire.N_ID_HI].copy()),
+        id_bytes=(buf, rows[:, node_walk.N_ID_LO].copy(), rows[:, node_walk.N_ID_HI].copy()),
     )
 
 
 def _padded(placements: np.ndarray, devices: np.ndarray) -> np.ndarray:
     """Each placement's devices in a row, -1 padded to the widest (at least one column)."""
-    start = placements[wire.DEV_START]
-    count = placements[wire.DEV_COUNT]
+    start = placements[running_walk.DEV_START]
+    count = placements[running_walk.DEV_COUNT]
     width = max(int(count.max()) if count.size else 1, 1)
     out = np.full((placements.shape[1], width), -1, dtype=np.int64)
     for j in range(width):

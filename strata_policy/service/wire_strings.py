@@ -1,7 +1,7 @@
 """Strings of a request's bytes, read in bulk for ``service.snapshot_decoder``: decoded all at
 once (``strings``), numbered by their distinct bytes (``distinct``, ``distinct_rows``), checked
 for repeats (``all_distinct``) and looked up by name (``index``), over the hash tables of
-``kernels.snapshot_wire``; and maps of entries made once per distinct set (``maps``). Split
+``kernels.byte_strings``; and maps of entries made once per distinct set (``maps``). Split
 from the decoder so that each stays one concern: the decoder walks records into columns, this
 turns byte bounds into strings, codes and maps.
 """
@@ -13,14 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from strata_policy.kernels import snapshot_wire as wire
+from strata_policy.kernels import byte_strings
 
 _SEPARATOR = 0
 
 
 def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each row's number among the distinct rows of ``rows`` (int64, C order), in the order
-    each first comes, and the first index of each: ``kernels.snapshot_wire.distinct`` over the
+    each first comes, and the first index of each: ``kernels.byte_strings.distinct`` over the
     rows' bytes (a sort of whole rows, ``np.unique(axis=0)``, costs ten times as much)."""
     n, width = rows.shape
     raw = np.ascontiguousarray(rows).reshape(-1).view(np.uint8)
@@ -28,7 +28,9 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lo = np.arange(n, dtype=np.int64) * (width * 8)
     codes, firsts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     scratch = table(1 << (2 * max(n, 1)).bit_length())  # never half full
-    count = wire.distinct(raw, lo, lo + width * 8, codes, scratch, wire.SEED, firsts)
+    count = byte_strings.distinct(
+        raw, lo, lo + width * 8, codes, scratch, byte_strings.SEED, firsts
+    )
     return codes, firsts[:count]
 
 
@@ -39,14 +41,14 @@ def strings(raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray) -> list
         return []
     lo, hi = np.ascontiguousarray(lo), np.ascontiguousarray(hi)
     out = np.empty(int((hi - lo).sum()) + lo.shape[0], dtype=np.uint8)
-    used = wire.join(raw, lo, hi, out, _SEPARATOR)
+    used = byte_strings.join(raw, lo, hi, out, _SEPARATOR)
     if used >= 0:
         return out[:used].tobytes().decode().split(chr(_SEPARATOR))
     return [buf[a:b].decode() for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
 
 
 def table(size: int) -> np.ndarray:
-    """An empty table of ``size`` slots for ``kernels.snapshot_wire.distinct``."""
+    """An empty table of ``size`` slots for ``kernels.byte_strings.distinct``."""
     return np.full((size, 2), -1, dtype=np.int64)
 
 
@@ -63,7 +65,7 @@ def distinct_table(raw: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarra
     n = lo.shape[0]
     scratch = table(1 << (2 * max(n, 1)).bit_length())
     codes, firsts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    if wire.distinct(raw, lo, hi, codes, scratch, wire.SEED, firsts) != n:
+    if byte_strings.distinct(raw, lo, hi, codes, scratch, byte_strings.SEED, firsts) != n:
         return None
     return scratch
 
@@ -71,7 +73,7 @@ def distinct_table(raw: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarra
 def distinct(
     raw: np.ndarray, buf: bytes, lo: np.ndarray, hi: np.ndarray
 ) -> tuple[np.ndarray, list[str]]:
-    """Each string's number among the distinct ones (``kernels.snapshot_wire.distinct``) and
+    """Each string's number among the distinct ones (``kernels.byte_strings.distinct``) and
     the distinct strings in that order, decoded: a few hundred strings, not a million."""
     n = lo.shape[0]
     codes, firsts = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
@@ -84,7 +86,7 @@ def distinct(
     whole = 1 << (2 * n).bit_length()  # never half full: the kernel always answers with it
     for size in (min(_SMALL_TABLE, whole), whole):
         scratch = table(size)
-        count = wire.distinct(raw, lo, hi, codes, scratch, wire.SEED, firsts)
+        count = byte_strings.distinct(raw, lo, hi, codes, scratch, byte_strings.SEED, firsts)
         if count >= 0:
             break
     firsts = firsts[:count]

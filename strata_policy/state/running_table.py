@@ -11,10 +11,10 @@ when the table was given a ``many`` (a pushed snapshot's ``service.running_rows.
 makes a million rows several times faster together than one by one).
 
 **Pushed ids**, found by their bytes, not by a dict of every one of them. A million-workload
-push validates its ids on their bytes (``kernels.snapshot_wire.distinct``: a hash table of
+push validates its ids on their bytes (``kernels.byte_strings.distinct``: a hash table of
 each id's first index and hash, over the request's bytes). ``IdIndex`` keeps that table, so
 that a state answers "is this id held, at which row" with a hash of the id's
-UTF-8 bytes and a probe (``kernels.snapshot_wire.probe``) instead of a dict of a million ids
+UTF-8 bytes and a probe (``kernels.byte_strings.probe``) instead of a dict of a million ids
 that either the push (a third of its time) or the first call to look one up (an Admit, served
 on the event loop: a stall of the whole server) would have to build.
 
@@ -47,7 +47,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from strata_policy.kernels import snapshot_wire as wire
+from strata_policy.kernels import byte_strings
 from strata_policy.model import RunningWorkload
 
 V = TypeVar("V")
@@ -57,7 +57,7 @@ _MISSING = object()
 
 class IdIndex:
     """The distinct strings ``buf[lo[i]:hi[i]]`` (a pushed snapshot's ids, row ``i`` each)
-    and the ``distinct`` table made of them with ``wire.SEED``, for one-id lookups."""
+    and the ``distinct`` table made of them with ``byte_strings.SEED``, for one-id lookups."""
 
     __slots__ = ("_buf", "_hi", "_lo", "_table", "count")
 
@@ -75,7 +75,9 @@ class IdIndex:
             data = key.encode()
         except UnicodeEncodeError:  # a lone surrogate: never the UTF-8 of a pushed id
             return -1
-        found = wire.probe(self._buf, self._lo, self._hi, self._table, wire.SEED, data)
+        found = byte_strings.probe(
+            self._buf, self._lo, self._hi, self._table, byte_strings.SEED, data
+        )
         return int(found)  # an int (numpy's without the JIT): rows are told by ``type is int``
 
     def rows(self, keys: Sequence[object]) -> list[int]:
@@ -92,12 +94,12 @@ class IdIndex:
         lengths = np.fromiter(map(len, cast(Sequence[str], keys)), np.int64, len(keys))
         ends = np.cumsum(lengths)
         out = np.empty(len(keys), dtype=np.int64)
-        wire.probe_many(
+        byte_strings.probe_many(
             self._buf,
             self._lo,
             self._hi,
             self._table,
-            wire.SEED,
+            byte_strings.SEED,
             np.frombuffer(data, dtype=np.uint8),
             ends - lengths,
             ends,
