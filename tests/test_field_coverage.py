@@ -18,14 +18,19 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.model import ColumnarBatch, PlacedColumns, Placement, Workload, WorkloadResult
-from strata_policy.service import convert, place_request_decoder, result_encoder
+from strata_policy.service import (
+    convert,
+    place_request_decoder,
+    result_encoder,
+    result_encoder_fields,
+)
 from strata_policy.service.field_coverage import FieldMap, UnhandledFieldError, descriptor
 
 MAPS = [
     pytest.param(convert.RESULT_FIELDS, id="convert.fill_result"),
     pytest.param(convert.WORKLOAD_FIELDS, id="convert.workload_from_proto"),
-    pytest.param(result_encoder.VALUE_WRITER_FIELDS, id="result_encoder._write_results"),
-    pytest.param(result_encoder.COLUMN_WRITER_FIELDS, id="result_encoder._write_columns"),
+    pytest.param(result_encoder_fields.VALUE_WRITER_FIELDS, id="result_encoder._write_results"),
+    pytest.param(result_encoder_fields.COLUMN_WRITER_FIELDS, id="result_encoder._write_columns"),
 ]
 
 

@@ -5,7 +5,8 @@ The Place request decoder and the result byte writers read and write protobuf's 
 directly, for speed (``service.place_request_decoder``, ``service.result_encoder``), and the
 plain conversions (``service.convert``) name each field by hand. A field added to the ``.proto``
 or to a ``model`` dataclass would be dropped by them silently. So every codec declares, next to
-its code, a ``FieldMap``: for each field of the message, the value field it is read from or into,
+its code (the result writers in ``service.result_encoder_fields``, which the encoder imports), a
+``FieldMap``: for each field of the message, the value field it is read from or into,
 or that it is ``Fixed`` (one value whatever the input) or ``Delegated`` (left to another codec,
 which then writes the whole value). ``FieldMap.check`` runs at import of the codec's module and
 raises ``UnhandledFieldError`` naming the codec and every field it does not account for — on

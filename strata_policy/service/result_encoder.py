@@ -19,9 +19,9 @@ much as placing them. So results are written straight into protobuf's encoding:
 
 Clients see the same bytes and messages either way (``tests/test_convert_results.py``,
 ``tests/test_columnar.py``; ``tests/test_field_coverage.py`` with every field set). What each
-writer handles is declared beside it (``VALUE_WRITER_FIELDS``, ``COLUMN_WRITER_FIELDS``) and
-checked at import against the message descriptor and the dataclasses
-(``service.field_coverage``): a field added to either fails loudly here.
+writer handles is declared in ``service.result_encoder_fields`` (imported here, off the Place
+path's modules) and checked at import against the message descriptor and the dataclasses
+(``service.field_coverage``): a field added to either fails loudly when this module loads.
 
 The memo tables are keyed by values, never by ``id``: a placement by the fields it writes
 (``_placement_key``, a C-level ``attrgetter``: no ``Placement.__hash__`` runs in Python), a
@@ -50,61 +50,12 @@ from strata_policy.kernels.proto_records import SEPARATOR, write_kernel
 from strata_policy.model.resources import Resources
 from strata_policy.service.convert import DECISION_CODES as _CODES
 from strata_policy.service.convert import fill_result
-from strata_policy.service.field_coverage import (
-    Delegated,
-    FieldMap,
-    Fixed,
-    descriptor,
-    same,
-    wire_key,
-)
+from strata_policy.service.field_coverage import descriptor, wire_key
+from strata_policy.service.result_encoder_fields import PLACEMENT_COPIED
 
-_PLACEMENT_FIELDS = FieldMap(
-    "result_encoder._placement",
-    pb.Placement,
-    model.Placement,
-    same("node_id", "gpu_devices"),
-)
-_PLACEMENT_COPIED = _PLACEMENT_FIELDS.copied()  # read once: ``_placement`` runs per new value
 _placement_key: Callable[[model.Placement], tuple[object, ...]] = attrgetter(
-    *(source for _, source in _PLACEMENT_COPIED)
+    *(source for _, source in PLACEMENT_COPIED)
 )  # the values a placement's fragment is written from (more than one: a tuple)
-VALUE_WRITER_FIELDS = FieldMap(
-    "result_encoder._write_results",
-    pb.WorkloadResult,
-    model.WorkloadResult,
-    {
-        "workload_id": "workload_id",
-        "decision": "decision",
-        "placements": "placements",
-        "reasons": Delegated("convert.fill_result"),
-        "borrowed": "borrowed",
-        "victims": Delegated("convert.fill_result"),
-        "score": "score",
-        "explanation": "explanation",
-    },
-    nested=(_PLACEMENT_FIELDS,),
-).check()
-"""What the value writer (``response_bytes``; the tests' ``add_results``) writes itself, and
-what it leaves to ``convert.fill_result`` (a result with reasons or victims is built field by
-field)."""
-COLUMN_WRITER_FIELDS = FieldMap(
-    "result_encoder._write_columns",
-    pb.WorkloadResult,
-    model.PlacedColumns,
-    {
-        "workload_id": "ids",
-        "decision": Fixed("PLACED"),
-        "placements": "placements",
-        "reasons": Fixed("none: a PlacedColumns row has none"),
-        "borrowed": "borrowed",
-        "victims": Fixed("none: a PlacedColumns row has none"),
-        "score": "scores",
-        "explanation": Fixed("none: a PlacedColumns row has none"),
-    },
-    nested=(_PLACEMENT_FIELDS,),
-).check()
-"""What the column writer (``columnar_bytes``) reads from a ``PlacedColumns`` run for each field."""
 
 _K = TypeVar("_K", bound=Hashable)
 Amounts = tuple[tuple[str, int], ...]  # a borrowed mapping's items, in its order
@@ -419,8 +370,8 @@ def _placements_fragment(held: tuple[model.Placement, ...], key: Key) -> bytes:
 
 
 def _placement(p: model.Placement) -> bytes:
-    """One placement's key, length and message, its fields as ``_PLACEMENT_FIELDS`` says."""
-    fields = {name: getattr(p, source) for name, source in _PLACEMENT_COPIED}
+    """One placement's key, length and message, its fields as ``PLACEMENT_COPIED`` says."""
+    fields = {name: getattr(p, source) for name, source in PLACEMENT_COPIED}
     body = pb.Placement(**fields).SerializeToString()
     return _PLACEMENT + _varint(len(body)) + body
 
