@@ -6,14 +6,13 @@ from capacity_kit import state_of
 
 from strata_policy.model import HOSTNAME_KEY
 from strata_policy.simulate import autoscale
-from strata_policy.simulate.autoscale_catalog import day_catalog, price_of, synthetic_day
-from strata_policy.simulate.autoscalers import (
+from strata_policy.simulate.autoscale_baselines import (
     ClusterAutoscaler,
     Karpenter,
-    StrataAutoscaler,
-    View,
     estimate_binpacking,
 )
+from strata_policy.simulate.autoscale_catalog import day_catalog, price_of, synthetic_day
+from strata_policy.simulate.autoscalers import StrataAutoscaler, View
 from strata_policy.testing import group_node, node_group, running, scope, workload
 
 SMALL = node_group("small", 0.2, cpu=4, memory_gi=16)

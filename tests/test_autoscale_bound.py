@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from strata_policy.capacity import time_bound
 from strata_policy.simulate import autoscale, autoscale_report
+from strata_policy.simulate.autoscale_baselines import ClusterAutoscaler, Karpenter
 from strata_policy.simulate.autoscale_catalog import day_catalog, synthetic_day
-from strata_policy.simulate.autoscalers import ClusterAutoscaler, Karpenter, StrataAutoscaler
+from strata_policy.simulate.autoscalers import StrataAutoscaler
 from strata_policy.simulate.trace import TimedWorkload
 from strata_policy.testing import scope, workload
 

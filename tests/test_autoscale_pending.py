@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from strata_policy.simulate import autoscale
-from strata_policy.simulate.autoscalers import ClusterAutoscaler, Karpenter, StrataAutoscaler
+from strata_policy.simulate.autoscale_baselines import ClusterAutoscaler, Karpenter
+from strata_policy.simulate.autoscalers import StrataAutoscaler
 from strata_policy.simulate.trace import TimedWorkload
 from strata_policy.testing import node_group, scope, workload
 

@@ -15,9 +15,10 @@ from strata_policy.capacity import NodeGroup
 from strata_policy.model import Policy, Scope
 from strata_policy.placement.place import PlacementOptions
 from strata_policy.simulate import autoscale, autoscale_report
+from strata_policy.simulate.autoscale_baselines import ClusterAutoscaler, Karpenter
 from strata_policy.simulate.autoscale_catalog import day_catalog, openb_catalog, synthetic_day
 from strata_policy.simulate.autoscale_failures import schedule
-from strata_policy.simulate.autoscalers import ClusterAutoscaler, Karpenter, StrataAutoscaler
+from strata_policy.simulate.autoscalers import StrataAutoscaler
 from strata_policy.simulate.trace import TimedWorkload, load_trace
 
 MOST = PlacementOptions(policy=Policy.MOST_ALLOCATED)
