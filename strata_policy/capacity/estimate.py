@@ -22,6 +22,11 @@ its spare room takes the next arrivals of the same mix, and consolidation remove
 they do not come. A one-shot plan (the default) prices only the replicas pending now, so it
 prefers a small node that is cheap today.
 
+**Balanced** (``balance``, priced against the catalog's order by ``scale_up`` when
+zone-spread work waits): the nodes one fill opens are spread over the groups alike but for
+the zone (``similar_groups``), each to the group with the most headroom left
+(``balanced``), as cluster-autoscaler's ``--balance-similar-node-groups`` does.
+
 The fill is an estimate: the
 planner then places everything with the placement engine on the cluster plus the new nodes,
 and asks again for what that left over.
@@ -34,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from strata_policy.capacity.bound import LpResult, value_of
-from strata_policy.capacity.catalog import NodeGroup, could_hold
+from strata_policy.capacity.catalog import GROUP_LABEL, ZONE_LABEL, NodeGroup, could_hold
 from strata_policy.model import HOSTNAME_KEY, Node, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU, Resources
 
@@ -155,6 +160,7 @@ def estimate(
     workloads: Sequence[Workload],
     prices: LpResult,
     by_mix: bool = False,
+    balance: bool = False,
 ) -> list[Opened]:
     """New nodes to open for ``workloads`` (see the module docstring); ``headroom[g]`` is how
     many more nodes group ``g`` may take and is decreased as nodes open. ``by_mix``: a group
@@ -167,6 +173,7 @@ def estimate(
     while any(c.left > 0 for c in classes):
         active = sum(1 for c in classes if c.left > 0)
         best: tuple[tuple[float, float, int, str], int] | None = None
+        tied: list[int] = []  # groups whose key equals the best's but for the id
         for g, group in enumerate(groups):
             if headroom[g] <= 0:
                 continue
@@ -185,32 +192,87 @@ def estimate(
             value = sum(p * c.value for p, c in zip(counted, classes, strict=True))
             ratio = group.price_per_hour / value if value > 0 else math.inf
             key = (ratio, group.price_per_hour, -n, group.id)
-            if best is None or key < best[0]:
-                best = (key, g)
+            if best is None or key[:3] != best[0][:3]:
+                if best is None or key < best[0]:
+                    best, tied = (key, g), [g]
+            else:
+                tied.append(g)
         if best is None:
             break
         g = best[1]
         packed = fills[g]
         assert packed is not None  # set by the loop that chose it
-        repeat = min(
-            [headroom[g]] + [c.left // p for p, c in zip(packed, classes, strict=True) if p]
-        )
         zoned = [c for p, c in zip(packed, classes, strict=True) if p and _by_label(c)]
-        value_here = {c.exemplar.spread_key: groups[g].template.label(c.exemplar.spread_key)
-                      for c in zoned}  # fmt: skip
-        for c in zoned:
-            v = value_here[c.exemplar.spread_key] or ""
-            repeat = min(repeat, c.gangs - (c.per_value or {}).get(v, 0))
-        repeat = max(repeat, 1)
-        for p, c in zip(packed, classes, strict=True):
-            c.left -= min(c.left, p * repeat)
-        for c in zoned:
-            v = value_here[c.exemplar.spread_key] or ""
-            if c.per_value is not None:
-                c.per_value[v] = c.per_value.get(v, 0) + repeat
+        similar = [
+            h for h in tied
+            if h == g
+            or (balance and fills[h] == packed and similar_groups(groups[h], groups[g]))
+        ]  # fmt: skip
+        caps = {h: _cap(groups[h].template, headroom[h], zoned) for h in similar}
+        total = min(
+            [sum(caps.values())] + [c.left // p for p, c in zip(packed, classes, strict=True) if p]
+        )
+        spread = balanced(similar, caps, headroom, total) if total > 0 else [(g, 1)]
+        for h, k in spread:
+            for p, c in zip(packed, classes, strict=True):
+                c.left -= min(c.left, p * k)
+            for c in zoned:
+                v = groups[h].template.label(c.exemplar.spread_key) or ""
+                if c.per_value is not None:
+                    c.per_value[v] = c.per_value.get(v, 0) + k
+            headroom[h] -= k
+            opened.append(Opened(h, k))
         if zoned:  # another group of the same label value now takes fewer of them
             fills = [None] * len(groups)
             mixes = [None] * len(groups)
-        headroom[g] -= repeat
-        opened.append(Opened(g, repeat))
     return opened
+
+
+def similar_groups(a: NodeGroup, b: NodeGroup) -> bool:
+    """Same price, capacity and GPU model, labels equal but for the zone and the node group:
+    cluster-autoscaler's "similar node groups" (``--balance-similar-node-groups``), which it
+    balances at scale-up."""
+    ta, tb = a.template, b.template
+    if (a.price_per_hour, ta.capacity, ta.gpu_model) != (
+        b.price_per_hour,
+        tb.capacity,
+        tb.gpu_model,
+    ):
+        return False
+    ignored = {ZONE_LABEL, GROUP_LABEL}
+    return {k: v for k, v in ta.labels.items() if k not in ignored} == {
+        k: v for k, v in tb.labels.items() if k not in ignored
+    }
+
+
+def _cap(template: Node, headroom: int, zoned: Sequence[_Class]) -> int:
+    """How many nodes of ``template`` the same fill may open: its headroom, and for a class
+    spread by a label, the gangs that have no replica at the template's value yet."""
+    cap = headroom
+    for c in zoned:
+        v = template.label(c.exemplar.spread_key) or ""
+        cap = min(cap, c.gangs - (c.per_value or {}).get(v, 0))
+    return max(cap, 0)
+
+
+def balanced(
+    similar: Sequence[int], caps: dict[int, int], headroom: Sequence[int], total: int
+) -> list[tuple[int, int]]:
+    """``total`` new nodes of one fill spread over ``similar`` groups (same shape and price,
+    another zone), one at a time, each to the group with the most headroom left within its
+    cap (ties: the earlier in ``similar``). Cluster-autoscaler's balancing of similar node
+    groups water-fills the smallest group; with equal ``max_count`` the group with the most
+    headroom is the one with the fewest nodes. Room in every zone is what a gang spread over
+    the zones can use (one replica per zone), and a zone lost takes less of the fleet."""
+    room = {h: headroom[h] for h in similar}
+    left = dict(caps)
+    count = dict.fromkeys(similar, 0)
+    for _ in range(total):
+        open_ = [h for h in similar if left[h] > 0]
+        if not open_:
+            break
+        h = max(open_, key=lambda k: (room[k], -similar.index(k)))
+        room[h] -= 1
+        left[h] -= 1
+        count[h] += 1
+    return [(h, k) for h, k in count.items() if k]

@@ -87,6 +87,8 @@ class Timeline:
     provisioning_per_hour: list[float] = field(default_factory=list)
     empty_per_hour: list[float] = field(default_factory=list)
     idle_per_hour: list[float] = field(default_factory=list)
+    ready: list[dict[str, int]] = field(default_factory=list)
+    """Per step, the ready nodes of each group (where the cost goes, per group and hour)."""
     added: int = 0
     removed: int = 0
     failures: list[Failure] = field(default_factory=list)
@@ -289,6 +291,7 @@ def replay(
         empty, idle = cost_.idle(state.matrix, state.nodes, by_id)
         out.empty_per_hour.append(empty)
         out.idle_per_hour.append(idle)
+        out.ready.append(_count_groups(state.nodes))
         demands.append(demand)
         lower, exact = cost_.step_bound(groups, demand)
         out.bound_per_hour.append(lower)
@@ -328,6 +331,14 @@ def _fail(
         now, domain, node_ids, failures_.predicted(state, domain, options),
         failures_.actual(snap, state, node_ids, options),
     )  # fmt: skip
+
+
+def _count_groups(nodes: Sequence[Node]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for nd in nodes:
+        gid = nd.labels.get(GROUP_LABEL, "")
+        out[gid] = out.get(gid, 0) + 1
+    return out
 
 
 def _t(ms: int, speedup: float) -> float:

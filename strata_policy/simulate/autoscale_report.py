@@ -72,13 +72,30 @@ def breakdown(rows: Sequence[Summary]) -> str:
 
 
 def write_csv(path: Path, timelines: Sequence[Timeline]) -> None:
-    """Per step: autoscaler, hour, cost per hour, bound per hour, pending workloads."""
+    """Per step: autoscaler, hour, cost per hour, bound per hour, pending workloads, then the
+    breakdown per hour (provisioning, empty, idle) and the ready nodes per group
+    (``group:count`` separated by spaces, groups by id): where the cost goes, per hour and
+    group."""
     with path.open("w", newline="") as f:
         out = csv.writer(f)
-        out.writerow(["autoscaler", "hour", "cost_per_hour", "bound_per_hour", "pending"])
+        out.writerow(
+            ["autoscaler", "hour", "cost_per_hour", "bound_per_hour", "pending",
+             "provisioning_per_hour", "empty_per_hour", "idle_per_hour", "ready_nodes"]
+        )  # fmt: skip
         for t in timelines:
-            for row in zip(t.times_h, t.cost_per_hour, t.bound_per_hour, t.pending, strict=True):
-                out.writerow([t.name, f"{row[0]:.4f}", f"{row[1]:.4f}", f"{row[2]:.4f}", row[3]])
+            for i, row in enumerate(
+                zip(t.times_h, t.cost_per_hour, t.bound_per_hour, t.pending, strict=True)
+            ):
+                extra = [
+                    f"{t.provisioning_per_hour[i]:.4f}" if i < len(t.provisioning_per_hour) else "",
+                    f"{t.empty_per_hour[i]:.4f}" if i < len(t.empty_per_hour) else "",
+                    f"{t.idle_per_hour[i]:.4f}" if i < len(t.idle_per_hour) else "",
+                    " ".join(f"{g}:{n}" for g, n in sorted(t.ready[i].items()))
+                    if i < len(t.ready) else "",
+                ]  # fmt: skip
+                out.writerow(
+                    [t.name, f"{row[0]:.4f}", f"{row[1]:.4f}", f"{row[2]:.4f}", row[3], *extra]
+                )
 
 
 def plot(path: Path, timelines: Sequence[Timeline]) -> None:
