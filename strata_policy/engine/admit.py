@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from strata_policy.engine.commit import Committer
+from strata_policy.engine.commit import Committer, request_digest
 from strata_policy.model import (
     BatchResult,
     Decision,
@@ -28,7 +28,6 @@ from strata_policy.model import (
 from strata_policy.quota import batch_order, decide_admit
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.request_checks import check_new_workloads, replicas
-from strata_policy.state.store import request_digest
 
 _ADMITTED = Decision.ADMITTED
 

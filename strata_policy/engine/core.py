@@ -17,7 +17,7 @@ Each method delegates to its use case: ``snapshots`` (push, update, delete, read
 every one of them runs under ``commit``'s protocol (the cluster's lock, idempotent replay,
 journal-first commits), which ``commit``'s docstring states.
 
-``caller`` and ``body_digest`` scope and check a ``request_id`` (``state.store``): the caller's
+``caller`` and ``body_digest`` scope and check a ``request_id`` (``engine.commit``): the caller's
 identity, and a digest of the request as sent (the service passes the wire bytes' digest;
 without one the engine digests the arguments, which for a large snapshot costs about as much
 as converting it).
@@ -32,7 +32,7 @@ from strata_policy.capacity import CapacityPlan, NodeGroup, PlanOptions
 from strata_policy.engine import admit as admit_
 from strata_policy.engine import place as place_
 from strata_policy.engine import plan, reclaim, release, snapshots
-from strata_policy.engine.commit import Committer, DecisionObserver, Journal
+from strata_policy.engine.commit import Committer, DecisionObserver, Journal, Store
 from strata_policy.errors import ClusterNotFound
 from strata_policy.model import (
     BatchResult,
@@ -46,7 +46,7 @@ from strata_policy.model import (
 )
 from strata_policy.placement.place import PlacementOptions
 from strata_policy.state.changes import Change, Delta
-from strata_policy.state.store import Limits, Store
+from strata_policy.state.request_checks import Limits
 
 __all__ = ["DecisionObserver", "Engine", "Journal", "wall_clock_ms"]
 

@@ -14,13 +14,12 @@ from typing import TypeVar
 
 import structlog
 
-from strata_policy.engine.commit import Committer, body_digest, check_generation
+from strata_policy.engine.commit import Committer, RequestKey, body_digest, check_generation
 from strata_policy.errors import ClusterNotFound, SizeLimitExceeded
 from strata_policy.model import ClusterInfo, Snapshot
 from strata_policy.state import incremental, request_checks, validate
 from strata_policy.state.changes import Change, ChangeKind, Delta
 from strata_policy.state.cluster import ClusterState
-from strata_policy.state.store import RequestKey
 
 log = structlog.get_logger("strata.engine")
 T = TypeVar("T")

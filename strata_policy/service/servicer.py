@@ -20,6 +20,7 @@ from google.protobuf.message_factory import GetMessageClass
 from strata.policy.v1 import policy_service_pb2 as svc
 
 from strata_policy.engine import Engine, NotInPlace
+from strata_policy.engine.commit import request_digest
 from strata_policy.errors import InternalError, StrataError
 from strata_policy.service import convert as c
 from strata_policy.service import plan_convert as pc
@@ -36,7 +37,6 @@ from strata_policy.service.running_rows import collector_paused
 from strata_policy.service.snapshot_decoder import DecodedPush, decode_push
 from strata_policy.service.status import abort
 from strata_policy.state import request_checks as checks
-from strata_policy.state.store import request_digest
 
 log = structlog.get_logger("strata.service")
 Req = TypeVar("Req")
