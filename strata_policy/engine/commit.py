@@ -293,7 +293,7 @@ class Committer:
 
         ``compute`` changes the state and returns a function of the resulting generation that
         builds the answer (results carry the generation). A committed call with a ``digest``
-        (made only when it has a ``request_id``: ``body_digest``) is remembered under
+        (made only when it has a ``request_id``: ``call_digest``) is remembered under
         ``caller``, and a repeat of it answered from memory.
 
         One workload's Admit runs this on every call, so it is written for that: ``args``
@@ -379,7 +379,7 @@ class Committer:
             )
 
 
-def body_digest(
+def call_digest(
     request_id: str, dry_run: bool, given: bytes, parts: Callable[[], tuple[object, ...]]
 ) -> bytes:
     """The body digest a call is remembered with: none without a ``request_id`` or for a dry
