@@ -18,9 +18,9 @@ from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Node, Placement, RunningWorkload, Scope, Snapshot
 from strata_policy.model.resources import Resources
 from strata_policy.quota import QuotaTree
-from strata_policy.state import allocation, columnar_build, running_table
-from strata_policy.state.allocation import ReplicaRows
-from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state import columnar_build, running_table
+from strata_policy.state.matrix_build import allocate_running, matrix_from_nodes, running_rows
+from strata_policy.state.nodes import NodeMatrix, ReplicaRows
 from strata_policy.state.running_columns import RunningColumns
 from strata_policy.state.running_table import RunningTable
 from strata_policy.state.taskmix import TaskMix
@@ -28,7 +28,7 @@ from strata_policy.state.taskmix import TaskMix
 Undo = Callable[[], None]
 _WORKLOAD_ID = operator.attrgetter("workload.id")
 
-# ``add_many`` allocates nodes in one vectorised step (``NodeMatrix.allocate_running``, which
+# ``add_many`` allocates nodes in one vectorised step (``NodeMatrix.allocate_rows``, which
 # costs O(nodes) plus a little per replica) when the replicas number at least 1/64 of the nodes,
 # and replica by replica (each a few numpy scalar operations) below that.
 BULK_ALLOCATE_FRACTION = 64
@@ -80,14 +80,14 @@ class ClusterState:
         their workloads made only when read; where that cannot vouch for the answer, the plain
         path below reads them one by one.
         """
-        matrix = NodeMatrix.from_nodes(snapshot.nodes)
+        matrix = matrix_from_nodes(snapshot.nodes)
         tree = QuotaTree.build(snapshot.scopes)
         mix = task_mix.copy() if task_mix is not None else TaskMix()
         state = cls(cluster_id, snapshot, generation, matrix, tree, mix)
         cols = snapshot.workloads
         if isinstance(cols, RunningColumns) and state._build_columns(cols, task_mix is None):
             return state
-        if not matrix.allocate_running(snapshot.workloads):
+        if not allocate_running(matrix, snapshot.workloads):
             violations = _allocate_one_by_one(matrix, snapshot, path)
             if violations:
                 raise InvalidArgument(violations)
@@ -353,7 +353,7 @@ class ClusterState:
         if not replicas:
             return
         if replicas * BULK_ALLOCATE_FRACTION >= len(matrix) and (
-            matrix.allocate_rows(rows) if rows is not None else matrix.allocate_running(rws)
+            matrix.allocate_rows(rows) if rows is not None else allocate_running(matrix, rws)
         ):
             return
         done: list[tuple[Resources, Placement]] = []
@@ -376,7 +376,7 @@ class ClusterState:
         if not replicas:
             return
         if replicas * BULK_ALLOCATE_FRACTION >= len(matrix):
-            rows = allocation.running_rows(matrix, rws)
+            rows = running_rows(matrix, rws)
             if rows is not None and matrix.deallocate_rows(rows):
                 return
         for rw in reversed(rws):

@@ -22,7 +22,8 @@ import numpy as np
 
 from strata_policy.model.objects import Node
 from strata_policy.model.resources import MILLI_PER_GPU, RESERVED
-from strata_policy.state.nodes import GPU_COL, NodeMatrix, resource_columns
+from strata_policy.state.matrix_build import assemble, resource_columns
+from strata_policy.state.nodes import GPU_COL, NodeMatrix
 
 
 def rebuilt(
@@ -72,7 +73,7 @@ def rebuilt(
         model_code[i] = model_index[nodes[i].gpu_model]
         schedulable[i] = not nodes[i].unschedulable
 
-    new = NodeMatrix.assemble(nodes, index, names, capacity, schedulable, models, model_code)
+    new = assemble(nodes, index, names, capacity, schedulable, models, model_code)
     return new if _carry(old, new, old_row, old_cols, same_columns) else None
 
 
@@ -113,7 +114,7 @@ def _patched(
         np.bincount(old.model_code, minlength=len(old.models)) == 0
     ).sum():
         return _SHAPE_CHANGED  # a model no node has any more: the list shrinks
-    new = NodeMatrix.assemble(nodes, index, old.resources, capacity, schedulable, old.models,
+    new = assemble(nodes, index, old.resources, capacity, schedulable, old.models,
                               model_code)  # fmt: skip
     np.copyto(new.allocated, old.allocated)
     np.copyto(new.replicas, old.replicas)
