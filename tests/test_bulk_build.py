@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from matrix_state import matrix_state
 
 from strata_policy.model import Placement, RunningWorkload, Snapshot, Workload
-from strata_policy.state.cluster import _allocate_one_by_one
+from strata_policy.state.cluster import allocate_one_by_one
 from strata_policy.state.matrix_build import allocate_running, matrix_from_nodes, running_rows
 from strata_policy.state.nodes import NodeMatrix, ReplicaRows
 from strata_policy.testing import node
@@ -55,7 +55,7 @@ def test_bulk_allocation_equals_one_by_one(workloads: list[RunningWorkload], bef
     (bulk, bulk_epoch), (single, single_epoch) = _prefilled(before), _prefilled(before)
     start = matrix_state(bulk)
     ok = allocate_running(bulk, workloads)
-    problems = _allocate_one_by_one(single, snap, "snapshot")
+    problems = allocate_one_by_one(single, snap, "snapshot")
     assert ok == (not problems)
     if ok:
         assert matrix_state(bulk) == matrix_state(single)
