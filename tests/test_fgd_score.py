@@ -11,7 +11,7 @@ from strata_policy.errors import InvalidArgument
 from strata_policy.model import Policy
 from strata_policy.placement.fgd_inputs import per_capacity_weights
 from strata_policy.placement.place import FgdScore, PlacementOptions, place_one
-from strata_policy.service.convert import options_from_proto
+from strata_policy.service.servicer import options_from_proto
 from strata_policy.simulate.policies import parse_policy, placement_options
 from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.state.nodes import NodeMatrix
