@@ -5,10 +5,11 @@ node upserts and removals without re-allocating every running replica.
 node) and whether its node data changed. Node data of unchanged rows is gathered from the old
 arrays; only changed rows are read off their ``Node``. The allocations (``allocated``,
 ``gpu_free`` per device, replica counts) of every continued row are carried over as they are, so
-the result is the very matrix ``NodeMatrix.from_nodes`` followed by allocating every running
-replica would give (the arrays are sums of what runs on each node and device, whatever the order),
-provided what runs still fits: a node whose new capacity is below what it holds, or that lost a
-GPU device in use, gives ``None`` and the caller takes the full path, which names the replica.
+the result is the very matrix ``matrix_build.matrix_from_nodes`` followed by allocating every
+running replica would give (the arrays are sums of what runs on each node and device, whatever
+the order), provided what runs still fits: a node whose new capacity is below what it holds, or
+that lost a GPU device in use, gives ``None`` and the caller takes the full path, which names
+the replica.
 
 The immutable part is new (fresh index maps, block layout, label codes and masks, built lazily
 on first use), because the placement caches are keyed by it; the running state is what carries.
