@@ -52,20 +52,6 @@ E = TypeVar("E")
 Handler = Callable[["PolicyServicer", Req, grpc.ServicerContext], Resp]
 SERVICE = svc.DESCRIPTOR.services_by_name["PolicyService"]
 _NO_IDENTITY = ("", b"")  # what ``idempotency`` finds for a call without a request_id
-ORDERS = {
-    pb.ORDER_UNSPECIFIED: model.Order.FIFO,
-    pb.ORDER_FIFO: model.Order.FIFO,
-    pb.ORDER_PRIORITY: model.Order.PRIORITY,
-    pb.ORDER_FAIR: model.Order.FAIR,
-}
-POLICIES = {
-    pb.POLICY_UNSPECIFIED: model.Policy.LEAST_ALLOCATED,
-    **{getattr(pb, f"POLICY_{p.value}"): p for p in model.Policy},
-}
-FRAGMENTATION_SCORES = {
-    pb.FRAGMENTATION_SCORE_UNSPECIFIED: FgdScore.REFINED,
-    **{getattr(pb, f"FRAGMENTATION_SCORE_{s.value}"): s for s in FgdScore},
-}
 
 
 class _Idempotent(Protocol):
@@ -89,6 +75,21 @@ def idempotency(
 
 
 # --- a request's enums and placement options ----------------------------------------------
+
+ORDERS = {
+    pb.ORDER_UNSPECIFIED: model.Order.FIFO,
+    pb.ORDER_FIFO: model.Order.FIFO,
+    pb.ORDER_PRIORITY: model.Order.PRIORITY,
+    pb.ORDER_FAIR: model.Order.FAIR,
+}
+POLICIES = {
+    pb.POLICY_UNSPECIFIED: model.Policy.LEAST_ALLOCATED,
+    **{getattr(pb, f"POLICY_{p.value}"): p for p in model.Policy},
+}
+FRAGMENTATION_SCORES = {
+    pb.FRAGMENTATION_SCORE_UNSPECIFIED: FgdScore.REFINED,
+    **{getattr(pb, f"FRAGMENTATION_SCORE_{s.value}"): s for s in FgdScore},
+}
 
 
 def enum_from_proto(table: Mapping[Any, E], value: int, field: str) -> E:
