@@ -51,8 +51,8 @@ class AdmitCase:
         caller: str = "",
         body_digest: bytes = b"",
     ) -> BatchResult:
-        """Quota decisions for a batch (DESIGN §2); admitted ones hold quota, not nodes. The
-        admitted ones are committed unless a dry run."""
+        """Quota decisions for a batch (DESIGN §2); admitted ones hold quota, not nodes
+        (``engine.admit``)."""
         c = self.commits
         c.limits.check_batch(len(workloads), replicas(workloads))
         digest = (

@@ -104,7 +104,7 @@ class PlaceCase:
         body_digest: bytes = b"",
     ) -> BatchResult:
         """Admit-and-place inline workloads, and place admitted ones by id (DESIGN §3); ``tags``
-        optionally groups the inline workloads (the module docstring)."""
+        optionally groups the inline workloads (``engine.place``'s docstring)."""
         return self.place_columnar(
             cluster_id,
             workloads,
@@ -140,7 +140,7 @@ class PlaceCase:
         caller that writes them out rather than reading values (the Place RPC), the
         ``WorkloadResult`` of each workload placed through the lane is never built.
         ``place`` is this call's ``batch_result()``; a retried ``request_id`` is answered
-        the same either way. Placed on the cluster and committed unless a dry run."""
+        the same either way."""
         c = self.commits
         options = options or PlacementOptions()
         c.limits.check_batch(len(workloads) + len(workload_ids), replicas(workloads))

@@ -39,8 +39,7 @@ class PlanCase:
         *,
         options: PlanOptions | None = None,
     ) -> tuple[int, CapacityPlan]:
-        """A capacity plan (DESIGN §8) and the generation it was made at; always a dry run,
-        made under the cluster's lock."""
+        """A capacity plan (DESIGN §8) and the generation it was made at; always a dry run."""
         c = self.commits
         check_request_ids(cluster_id, "")
         c.limits.check_batch(len(workloads), replicas(workloads))

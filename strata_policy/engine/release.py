@@ -28,8 +28,7 @@ class ReleaseCase:
         caller: str = "",
         body_digest: bytes = b"",
     ) -> ReleaseResult:
-        """Free workloads; unknown ids are listed as not found (idempotent). Committed unless
-        a dry run."""
+        """Free workloads; unknown ids are listed as not found (idempotent)."""
         c = self.commits
         c.limits.check_batch(len(workload_ids))
         check(id_list(workload_ids, "workload_ids"))

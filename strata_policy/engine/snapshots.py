@@ -144,8 +144,7 @@ class SnapshotCases:
         caller: str = "",
         body_digest: bytes = b"",
     ) -> int:
-        """Forget a cluster; returns the generation it had. A retry of a delete that committed
-        (same caller and ``request_id``) gets that answer even though the cluster is gone."""
+        """Forget a cluster; returns the generation it had (a committed delete's retry too)."""
         c = self.commits
         request_checks.check_request_ids(cluster_id, request_id)
         digest = call_digest(
