@@ -34,6 +34,7 @@ from strata_policy import kernels
 from strata_policy.model import Node, Policy, Workload
 from strata_policy.placement.index import index_of
 from strata_policy.placement.place import PlacementOptions, place_batch, place_one
+from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskMix
 from strata_policy.testing import node, workload
@@ -112,7 +113,7 @@ def _cluster(n: int, seed: int = 0) -> NodeMatrix:
     rng = np.random.default_rng(seed)
     cpus = rng.choice([32, 64, 128], n)
     gpus = rng.choice([0, 4, 8], n)
-    return NodeMatrix.from_nodes(
+    return matrix_from_nodes(
         [
             node(f"n{i}", cpu=int(cpus[i]), memory_gi=512, gpus=int(gpus[i]),
                  labels={"zone": f"z{i % 4}"})
@@ -309,7 +310,7 @@ def run() -> list[str]:
         for p in pods:
             mix.observe(p)
         fgd = PlacementOptions(policy=Policy.FRAGMENTATION_AWARE, task_types=mix.typical())
-        m = NodeMatrix.from_nodes(nodes)
+        m = matrix_from_nodes(nodes)
         order = np.random.default_rng(42).permutation(len(pods))[:3000]
         start = time.perf_counter()
         for i in order:

@@ -29,7 +29,7 @@ from strata_policy.model import RunningWorkload, Scope, Snapshot, Workload
 from strata_policy.service import convert
 from strata_policy.service.config import ServerConfig
 from strata_policy.service.server import Server
-from strata_policy.service.servicer import PolicyServicer, method_handlers
+from strata_policy.service.servicer import PolicyServicer, method_handlers, options_from_proto
 from strata_policy.testing import node
 
 
@@ -174,7 +174,7 @@ def place_rpc_vs_in_process(count: int = 1000, nodes: int = 1000) -> list[str]:
         dry_run=True,
         policy=pb.POLICY_MOST_ALLOCATED,
     )
-    options = convert.options_from_proto(pb.POLICY_MOST_ALLOCATED, {}, 0)
+    options = options_from_proto(pb.POLICY_MOST_ALLOCATED, {}, 0)
     local, rpc = _interleaved_medians_us(
         lambda: server.engine.place("p", workloads, options=options, dry_run=True),
         lambda: stub.Place(request),

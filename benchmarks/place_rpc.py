@@ -43,12 +43,13 @@ def serve_placements(count: int, nodes: int) -> None:
     write its seconds to stdout: the in-process side, timed in a process of its own."""
     from strata_policy import kernels  # noqa: PLC0415
     from strata_policy.engine import Engine  # noqa: PLC0415
+    from strata_policy.service.servicer import options_from_proto  # noqa: PLC0415
 
     kernels.warmup()
     engine = Engine()
     engine.push_snapshot("p", _snapshot(nodes))
     workloads = _workloads(count)
-    options = convert.options_from_proto(pb.POLICY_MOST_ALLOCATED, {}, 0)
+    options = options_from_proto(pb.POLICY_MOST_ALLOCATED, {}, 0)
     print("ready", flush=True)
     for _ in sys.stdin:
         start = time.perf_counter()

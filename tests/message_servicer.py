@@ -21,7 +21,14 @@ from strata_policy.model import WorkloadResult
 from strata_policy.service import convert as c
 from strata_policy.service.convert import DECISION_CODES, fill_result
 from strata_policy.service.result_encoder import _borrowed_entries, _write_results
-from strata_policy.service.servicer import PolicyServicer, errors_to_status, idempotency
+from strata_policy.service.servicer import (
+    ORDERS,
+    PolicyServicer,
+    enum_from_proto,
+    errors_to_status,
+    idempotency,
+    options_from_proto,
+)
 from strata_policy.state import request_checks as checks
 
 
@@ -40,7 +47,7 @@ class MessageServicer(PolicyServicer):
         batch = self.engine.admit(
             request.cluster_id,
             c.workloads_from_proto(request.workloads),
-            order=c.enum_from_proto(c.ORDERS, request.order, "order"),
+            order=enum_from_proto(ORDERS, request.order, "order"),
             dry_run=request.dry_run,
             expected_generation=request.expected_generation,
             request_id=request.request_id,
@@ -70,8 +77,8 @@ class MessageServicer(PolicyServicer):
             request.cluster_id,
             c.workloads_from_proto(request.workloads),
             request.workload_ids[:],
-            order=c.enum_from_proto(c.ORDERS, request.order, "order"),
-            options=c.options_from_proto(
+            order=enum_from_proto(ORDERS, request.order, "order"),
+            options=options_from_proto(
                 request.policy, request.resource_weights, request.seed, fragmentation
             ),
             dry_run=request.dry_run,

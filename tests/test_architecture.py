@@ -230,6 +230,12 @@ def test_imports_point_one_way(path: Path) -> None:
             id="state: placement's inputs",
         ),
         pytest.param(
+            "state",
+            "from strata_policy.engine.commit import Store",
+            True,
+            id="state: the clusters' registry (the engine's)",
+        ),
+        pytest.param(
             "engine",
             "from strata_policy.service import request_limits",
             True,

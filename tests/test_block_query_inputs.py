@@ -21,12 +21,12 @@ from strata_policy.placement.inputs import (
 )
 from strata_policy.placement.one_replica import _block_query
 from strata_policy.placement.place import POLICY_CODES, PlacementOptions, place_one
-from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.testing import node, workload
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
 
-MATRIX = NodeMatrix.from_nodes(
+MATRIX = matrix_from_nodes(
     [node("a", cpu=8, memory_gi=16, gpus=2), node("b", cpu=4, memory_gi=8, extra={"fpga": 2})]
 )
 NAMES = st.sampled_from(["cpu", "memory", "gpu", "fpga", "tpu"])
@@ -95,7 +95,7 @@ def test_unchecked_query_equals_the_validating_one(
     equal, and places like the validating query of the batch's rows (explicit weight row,
     the StaticMask's levels in one part) on a state after some commits."""
     with block_sizes(block, sup):
-        m = NodeMatrix.from_nodes(ns)
+        m = matrix_from_nodes(ns)
         for cpu, gpu, mem in commits:
             other = workload("c", "s", cpu=cpu, memory_gi=mem, gpu_milli=gpu)
             for p in place_one(m, other, PlacementOptions()).placements:

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from matrix_state import matrix_state
 
 from strata_policy.model import Placement, RunningWorkload, Snapshot, Workload
-from strata_policy.state.allocation import ReplicaRows, running_rows
-from strata_policy.state.cluster import _allocate_one_by_one
-from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.cluster import allocate_one_by_one
+from strata_policy.state.matrix_build import allocate_running, matrix_from_nodes, running_rows
+from strata_policy.state.nodes import NodeMatrix, ReplicaRows
 from strata_policy.testing import node
 
 NODES = (
@@ -40,7 +40,7 @@ running = st.builds(
 def _prefilled(before: int) -> tuple[NodeMatrix, int]:
     """A fresh matrix after ``before`` one-milli CPU replicas on node c (moving the journal
     towards its end), and its epoch then."""
-    m = NodeMatrix.from_nodes(NODES)
+    m = matrix_from_nodes(NODES)
     for _ in range(before):
         m.allocate(2, {"cpu": 1}, ())
     return m, m.epoch
@@ -54,8 +54,8 @@ def test_bulk_allocation_equals_one_by_one(workloads: list[RunningWorkload], bef
     snap = Snapshot(NODES, (), tuple(workloads))
     (bulk, bulk_epoch), (single, single_epoch) = _prefilled(before), _prefilled(before)
     start = matrix_state(bulk)
-    ok = bulk.allocate_running(workloads)
-    problems = _allocate_one_by_one(single, snap, "snapshot")
+    ok = allocate_running(bulk, workloads)
+    problems = allocate_one_by_one(single, snap, "snapshot")
     assert ok == (not problems)
     if ok:
         assert matrix_state(bulk) == matrix_state(single)
@@ -106,16 +106,16 @@ def test_bulk_deallocation_is_the_inverse_one_by_one(
     first (arrays, versions, journal); it never frees what one by one refuses, and a refusal
     changes nothing (it may refuse malformed rows one by one lets through: its caller then
     frees one by one)."""
-    bulk, single = NodeMatrix.from_nodes(NODES), NodeMatrix.from_nodes(NODES)
-    if bulk.allocate_running(workloads):
-        assert single.allocate_running(workloads)
+    bulk, single = matrix_from_nodes(NODES), matrix_from_nodes(NODES)
+    if allocate_running(bulk, workloads):
+        assert allocate_running(single, workloads)
         rows = running_rows(bulk, workloads)
         assert rows is not None
         assert bulk.deallocate_rows(rows)
         assert _deallocate_one_by_one(single, workloads)
         assert matrix_state(bulk) == matrix_state(single)
-        assert matrix_state(bulk)[:3] == matrix_state(NodeMatrix.from_nodes(NODES))[:3]
-    fresh, reference = NodeMatrix.from_nodes(NODES), NodeMatrix.from_nodes(NODES)
+        assert matrix_state(bulk)[:3] == matrix_state(matrix_from_nodes(NODES))[:3]
+    fresh, reference = matrix_from_nodes(NODES), matrix_from_nodes(NODES)
     rows = running_rows(fresh, stray)
     if rows is not None:
         before = matrix_state(fresh)

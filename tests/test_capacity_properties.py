@@ -11,7 +11,7 @@ from strata_policy.capacity.catalog import added_nodes
 from strata_policy.model import Node, RunningWorkload, Workload
 from strata_policy.model.decisions import Policy
 from strata_policy.placement.place import PlacementOptions, place_batch
-from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.testing import node_group, scope, workload
 
 GROUPS = (
@@ -47,7 +47,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[Node], list[RunningWorkload], list[W
 
     runners = [one("r", i) for i in range(draw(st.integers(0, 6)))]
     policy = draw(st.sampled_from(POLICIES))
-    matrix = NodeMatrix.from_nodes(nodes)
+    matrix = matrix_from_nodes(nodes)
     running = []
     for w, o in zip(runners, place_batch(matrix, runners, PlacementOptions(policy)), strict=True):
         if o.placed:

@@ -24,7 +24,7 @@ from strata_policy.model import (
 )
 from strata_policy.placement.place import PlacementOptions
 from strata_policy.quota import QuotaTree, admit_all, decide_admit
-from strata_policy.state import cluster
+from strata_policy.state import cluster_core
 from strata_policy.state.cluster import ClusterState
 from strata_policy.testing import node, scope
 
@@ -366,7 +366,7 @@ def test_add_many_refuses_a_replica_that_does_not_fit(fraction: int) -> None:
     ]  # n1 has 24 CPUs: the third does not fit
     with (
         engine.store.slot("c") as slot,
-        mock.patch.object(cluster, "BULK_ALLOCATE_FRACTION", fraction),
+        mock.patch.object(cluster_core, "BULK_ALLOCATE_FRACTION", fraction),
     ):
         state = slot.require("c")
         with pytest.raises(ValueError, match="insufficient cpu"):

@@ -11,8 +11,9 @@ from strata_policy.errors import InvalidArgument
 from strata_policy.model import Policy
 from strata_policy.placement.fgd_inputs import per_capacity_weights
 from strata_policy.placement.place import FgdScore, PlacementOptions, place_one
-from strata_policy.service.convert import options_from_proto
+from strata_policy.service.servicer import options_from_proto
 from strata_policy.simulate.policies import parse_policy, placement_options
+from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 from strata_policy.testing import node, workload
@@ -25,7 +26,7 @@ MIX = (TaskType(11_000, 1000, "", 0.8), TaskType(32_000, 0, "", 0.2))
 
 def _matrix_busy_second() -> NodeMatrix:
     """Node a: 8 idle GPUs, 96 CPUs. Node b: 96 CPUs, its 8 GPUs all taken."""
-    m = NodeMatrix.from_nodes([node("a", cpu=96, gpus=8), node("b", cpu=96, gpus=8)])
+    m = matrix_from_nodes([node("a", cpu=96, gpus=8), node("b", cpu=96, gpus=8)])
     m.allocate(m.index["b"], {"gpu": 8000}, tuple(range(8)))
     return m
 
@@ -61,7 +62,7 @@ def test_share_tie_break(score: FgdScore, want_node: str, want_dev: int) -> None
     """A 200-milli share scoring equally on two nodes goes, under the refined score, to the
     device it leaves with the least free milli."""
     mix = (TaskType(0, 100, "", 1.0),)
-    m = NodeMatrix.from_nodes([node("a", cpu=8, gpus=2), node("b", cpu=8, gpus=2)])
+    m = matrix_from_nodes([node("a", cpu=8, gpus=2), node("b", cpu=8, gpus=2)])
     m.allocate(m.index["b"], {"gpu": 500}, (1,))
     wl = workload("w", "s", cpu=1, gpu_milli=200)
     out = place_one(m, wl, PlacementOptions(Policy.FRAGMENTATION_AWARE, task_types=mix,
@@ -82,7 +83,7 @@ def _matrix_two_models() -> NodeMatrix:
     """Node x0 of model X, then y0 … y3 of model Y; 64 CPUs and 8 GPUs each."""
     nodes = [node("x0", cpu=64, gpus=8, model="X")]
     nodes += [node(f"y{i}", cpu=64, gpus=8, model="Y") for i in range(4)]
-    return NodeMatrix.from_nodes(nodes)
+    return matrix_from_nodes(nodes)
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from strata_policy.model import Snapshot
 from strata_policy.service import convert
 from strata_policy.service.snapshot_decoder import nodes_from_bytes
 from strata_policy.state import validate
+from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.state.node_columns import NodeColumns
-from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.running_columns import nodes_plainly_valid
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
@@ -67,7 +67,7 @@ def test_nodes_are_made_when_read_and_once() -> None:
     read again as the same object, and the sequence reads as the plain tuple."""
     got, plain = columns([gpu_node(i) for i in range(6)])
     assert nodes_plainly_valid(got)
-    matrix = NodeMatrix.from_nodes(got)
+    matrix = matrix_from_nodes(got)
     assert matrix.nodes is got
     assert got._made == [None] * 6  # nothing read a node
     assert got[2] is got[2]

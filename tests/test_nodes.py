@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strata_policy.model.resources import GPU
-from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.state.taskmix import TaskMix, TaskType
 from strata_policy.testing import node, resources, workload
 
@@ -21,7 +21,7 @@ NODES = [
 
 def test_layout_reserved_columns_first_then_sorted() -> None:
     """Columns are cpu, memory, gpu, then other resources sorted; absent amounts are 0."""
-    m = NodeMatrix.from_nodes(NODES)
+    m = matrix_from_nodes(NODES)
     assert m.resources == ("cpu", "memory", "gpu", "rdma")
     assert m.index == {"a": 0, "b": 1, "c": 2}
     assert m.capacity.dtype == np.int64
@@ -33,7 +33,7 @@ def test_layout_reserved_columns_first_then_sorted() -> None:
 
 def test_empty_matrix_has_one_device_column() -> None:
     """No nodes still gives well-formed arrays (D is at least 1)."""
-    m = NodeMatrix.from_nodes([])
+    m = matrix_from_nodes([])
     assert m.capacity.shape == (0, 3)
     assert m.gpu_free.shape == (0, 1)
     assert m.total_capacity() == {"cpu": 0, "memory": 0, "gpu": 0}
@@ -74,12 +74,12 @@ def test_replica_fit_error(
     n: int, request_: dict[str, int], devices: tuple[int, ...], expected: str | None
 ) -> None:
     """replica_fit_error names the first problem, or None when the replica fits."""
-    assert NodeMatrix.from_nodes(NODES).replica_fit_error(n, request_, devices) == expected
+    assert matrix_from_nodes(NODES).replica_fit_error(n, request_, devices) == expected
 
 
 def test_device_level_shortfall_after_share() -> None:
     """A device holding a share cannot give a whole device or a larger share."""
-    m = NodeMatrix.from_nodes(NODES)
+    m = matrix_from_nodes(NODES)
     m.allocate(0, {GPU: 700}, (0,))
     assert m.replica_fit_error(0, {GPU: 500}, (0,)) == "gpu device 0 has 300 free, 500 requested"
     assert m.replica_fit_error(0, {GPU: 1000}, (0,)) == (
@@ -91,7 +91,7 @@ def test_device_level_shortfall_after_share() -> None:
 
 def test_allocate_refuses_overcommit() -> None:
     """allocate raises instead of over-committing; nothing changes."""
-    m = NodeMatrix.from_nodes(NODES)
+    m = matrix_from_nodes(NODES)
     with pytest.raises(ValueError, match="insufficient cpu"):
         m.allocate(1, resources(cpu=5), ())
     assert not m.allocated.any()
@@ -99,7 +99,7 @@ def test_allocate_refuses_overcommit() -> None:
 
 def test_copy_is_independent() -> None:
     """Mutating a copy leaves the original as it was."""
-    m = NodeMatrix.from_nodes(NODES)
+    m = matrix_from_nodes(NODES)
     c = m.copy()
     c.allocate(0, resources(cpu=1, gpu_milli=300), (0,))
     assert not m.allocated.any()
@@ -112,7 +112,7 @@ def test_copy_is_independent() -> None:
 
 def test_totals() -> None:
     """total_capacity skips unschedulable nodes unless asked; total_allocated sums all."""
-    m = NodeMatrix.from_nodes(NODES)
+    m = matrix_from_nodes(NODES)
     m.allocate(2, resources(cpu=1, gpu_milli=1000), (3,))
     assert m.total_capacity()["gpu"] == 2000
     assert m.total_capacity(schedulable_only=False)["gpu"] == 6000
@@ -131,7 +131,7 @@ _REQUESTS = st.tuples(
 def test_allocate_then_deallocate_restores(steps: list[tuple[int, int, int]], rnd: object) -> None:
     """Any fitting sequence of allocations, undone in any order, restores the empty state;
     the gpu column always equals the per-device sum and no amount goes negative."""
-    m = NodeMatrix.from_nodes(NODES)
+    m = matrix_from_nodes(NODES)
     done = []
     for cpu, gpu, raw_n in steps:
         n = raw_n % 3
@@ -148,7 +148,7 @@ def test_allocate_then_deallocate_restores(steps: list[tuple[int, int, int]], rn
     rnd.shuffle(done)  # type: ignore[attr-defined]  # hypothesis Random
     for n, req, chosen in done:
         m.deallocate(n, req, chosen)
-    fresh = NodeMatrix.from_nodes(NODES)
+    fresh = matrix_from_nodes(NODES)
     assert (m.free == fresh.free).all()
     assert (m.gpu_free == fresh.gpu_free).all()
 

@@ -19,6 +19,7 @@ from strata_policy.model import Node, Policy, Workload
 from strata_policy.placement.index import index_of
 from strata_policy.placement.inputs import _build_mask, request_row, weight_rows
 from strata_policy.placement.place import POLICY_CODES, PlacementOptions, place_batch, place_one
+from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.testing import node, workload
 
@@ -109,7 +110,7 @@ def test_block_search_matches_naive_twin_through_commits(
     while replicas are committed and released (action 0: release the oldest held)."""
     opts = PlacementOptions(policy=policy, resource_weights=weights)
     with block_sizes(block, sup):
-        m = NodeMatrix.from_nodes(ns)
+        m = matrix_from_nodes(ns)
         held: list[tuple[Workload, tuple[str, tuple[int, ...]]]] = []
         for pick, action in steps:
             if action == 0 and held:
@@ -154,7 +155,7 @@ def test_block_search_batch_equals_one_by_one(
     ]
     opts = PlacementOptions(policy=policy)
     with block_sizes(block, sup):
-        m = NodeMatrix.from_nodes(ns)
+        m = matrix_from_nodes(ns)
         index = index_of(m).block_index(m)
         before = [a.copy() for a in index.summaries]
         got = place_batch(m, batch, opts)
@@ -179,7 +180,7 @@ def test_summaries_follow_the_journal(ns: list[Node], takes: list[tuple[int, int
     """Through allocations and releases (enough for the journal to wrap on small clusters), the
     kept summaries equal a fresh build."""
     with block_sizes(2, 2):
-        m = NodeMatrix.from_nodes(ns)
+        m = matrix_from_nodes(ns)
         index_of(m).block_index(m)
         for i, (pick, gpu) in enumerate(takes):
             n = pick % len(ns)
@@ -258,7 +259,7 @@ def test_static_mask_matches_its_definition(
     """The static mask equals schedulable & selector & model written with NumPy: per node (one
     pass), and its first-failure counts, block levels and selected nodes (per block)."""
     with block_sizes(block, 2):
-        m = NodeMatrix.from_nodes(ns)
+        m = matrix_from_nodes(ns)
         got = _build_mask(index_of(m).lineage, m, selector, models, wants_gpu)
         sched = m.schedulable
         sel = np.ones(len(ns), dtype=np.bool_)
@@ -314,7 +315,7 @@ def test_bounds_cover_every_fitting_node(
     """Every block's and superblock's bound is at least the twin's score of each of its nodes
     that fits the request, on states where the nodes of a block differ."""
     with block_sizes(block, sup):
-        m = NodeMatrix.from_nodes(ns)
+        m = matrix_from_nodes(ns)
         for pick, other in takes:
             _take(m, pick % len(ns), other)
         index, lay = index_of(m).block_index(m), index_of(m).lineage.layout(m)
@@ -364,7 +365,7 @@ def test_nodes_with_more_than_62_devices(
     gpu_milli: int, taken: int, devices: tuple[int, ...]
 ) -> None:
     """The search's device bit set cannot hold them: place_one lists the devices, as the twin."""
-    m = NodeMatrix.from_nodes([node("big", cpu=64, memory_gi=64, gpus=70)])
+    m = matrix_from_nodes([node("big", cpu=64, memory_gi=64, gpus=70)])
     for d in range(taken):
         m.allocate(0, {"gpu": 1000}, (d,))
     wl = workload("w", "s", cpu=1, gpu_milli=gpu_milli)
@@ -406,7 +407,7 @@ def test_blocks_per_superblock(n_nodes: int, size: int) -> None:
 def test_layout_takes_the_adaptive_superblock_size() -> None:
     """With no superblock size set, a matrix's layout cuts its blocks by blocks_per_super."""
     with block_sizes(search.BLOCK_SIZE, 0):
-        m = NodeMatrix.from_nodes([node(f"n{i}") for i in range(2000)])  # one class, 63 blocks
+        m = matrix_from_nodes([node(f"n{i}") for i in range(2000)])  # one class, 63 blocks
         assert np.diff(index_of(m).lineage.layout(m).super_start).tolist() == [6] * 10 + [3]
 
 
@@ -439,7 +440,7 @@ def test_opened_block_stops_at_its_bound(
     the twin's (highest score, lowest index), whichever block was opened first (the node named
     is LEAST_ALLOCATED's)."""
     with block_sizes(2, 2):
-        m = NodeMatrix.from_nodes([node(f"n{i}", cpu=8, memory_gi=16) for i in range(8)])
+        m = matrix_from_nodes([node(f"n{i}", cpu=8, memory_gi=16) for i in range(8)])
         for n, cpu, mem in takes:
             _take(m, n, workload("t", "s", cpu=cpu, memory_gi=mem))
         wl = workload("w", "s", cpu=1, memory_gi=1)

@@ -6,7 +6,7 @@ import pytest
 
 from strata_policy.model import HOSTNAME_KEY, Node, Placement, Policy, Workload
 from strata_policy.placement.place import PlacementOptions, PlacementOutcome, _placed, place_one
-from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.testing import node, workload
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
@@ -63,13 +63,13 @@ def test_placements(
     nodes: list[Node], wl: Workload, policy: Policy, expected: list[tuple[str, tuple[int, ...]]]
 ) -> None:
     """The chosen nodes and devices per replica."""
-    out = place_one(NodeMatrix.from_nodes(nodes), wl, PlacementOptions(policy=policy))
+    out = place_one(matrix_from_nodes(nodes), wl, PlacementOptions(policy=policy))
     assert [(p.node_id, p.gpu_devices) for p in out.placements] == expected
 
 
 def test_share_goes_to_best_fit_device() -> None:
     """A share takes the device with the least free milli that fits."""
-    m = NodeMatrix.from_nodes([node("a", gpus=3)])
+    m = matrix_from_nodes([node("a", gpus=3)])
     m.allocate(0, {"gpu": 300}, (1,))
     m.allocate(0, {"gpu": 600}, (2,))
     out = place_one(m, workload("w", "s", gpu_milli=400), PlacementOptions())
@@ -99,7 +99,7 @@ def test_share_goes_to_best_fit_device() -> None:
 )
 def test_explanations(wl: Workload, message: str) -> None:
     """An unplaced workload gets aggregated per-node reasons and no placements."""
-    out = place_one(NodeMatrix.from_nodes(MIXED), wl, PlacementOptions())
+    out = place_one(matrix_from_nodes(MIXED), wl, PlacementOptions())
     assert not out.placed
     assert out.explanation == message
     assert out.reasons[0].message == message
@@ -107,7 +107,7 @@ def test_explanations(wl: Workload, message: str) -> None:
 
 def test_random_is_deterministic() -> None:
     """RANDOM gives the same answer for the same seed and workload id."""
-    m = NodeMatrix.from_nodes([node(f"n{i}", gpus=4) for i in range(20)])
+    m = matrix_from_nodes([node(f"n{i}", gpus=4) for i in range(20)])
     opts = PlacementOptions(policy=Policy.RANDOM, seed=7)
     wl = workload("w", "s", gpu_milli=500)
     assert place_one(m, wl, opts) == place_one(m.copy(), wl, opts)
@@ -141,7 +141,7 @@ VARIED = [
 )
 def test_first_call_scan_equals_tree(policy: Policy, wl: Workload) -> None:
     """A shape's first place_one (fused scan), second (tree build) and third (tree) agree."""
-    m = NodeMatrix.from_nodes(VARIED)
+    m = matrix_from_nodes(VARIED)
     m.allocate(0, {"cpu": 1000}, ())
     opts = PlacementOptions(policy=policy)
     first = place_one(m, wl, opts)

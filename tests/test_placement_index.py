@@ -27,6 +27,7 @@ from strata_policy.placement.index import (
 )
 from strata_policy.placement.inputs import search_levels, static_mask
 from strata_policy.placement.place import PlacementOptions, place_one
+from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.state.nodes import Lineage, NodeMatrix
 from strata_policy.testing import node, workload
 
@@ -39,7 +40,7 @@ ZONED = {"zone": "a"}
 
 def cluster(n: int = 12) -> NodeMatrix:
     """``n`` nodes of two kinds (GPU or not), every third zoned."""
-    return NodeMatrix.from_nodes(
+    return matrix_from_nodes(
         [
             node(
                 f"n{i}",
@@ -138,7 +139,7 @@ def test_new_node_data_starts_a_new_lineage() -> None:
     """A matrix made anew (a pushed snapshot, changed nodes) shares nothing with the old."""
     m = cluster()
     used(m)
-    again = NodeMatrix.from_nodes(m.nodes)
+    again = matrix_from_nodes(m.nodes)
     assert again.placement_index is None
     assert index_of(again).lineage is not index_of(m).lineage
 

@@ -15,7 +15,7 @@ from strata_policy.model import Node, Policy, Workload
 from strata_policy.placement.index import index_of
 from strata_policy.placement.inputs import search_levels, static_mask
 from strata_policy.placement.place import PlacementOptions, place_batch, place_one
-from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.testing import node, workload
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
@@ -88,7 +88,7 @@ def test_search_levels_equal_the_static_mask(
     """search_levels gives the StaticMask's selected nodes, and its block and superblock levels
     as two parts whose ``&`` they are."""
     with block_sizes(block, sup):
-        m = NodeMatrix.from_nodes(ns)
+        m = matrix_from_nodes(ns)
         wl = _workload(selector, models, gpu)
         selected, blocks, supers, select_blocks, select_supers = search_levels(m, wl)
         static = static_mask(m, wl)
@@ -122,7 +122,7 @@ def test_first_placement_of_a_selector_equals_the_general_path(
     """A new selector's first place_one equals place_batch and the twin, state left alone."""
     opts = PlacementOptions(policy=policy)
     with block_sizes(block, 2):
-        m = NodeMatrix.from_nodes(ns)
+        m = matrix_from_nodes(ns)
         for selector, models, gpu, cpu in asks:
             wl = _workload(selector, models, gpu, cpu)
             index_of(m).lineage.masks.clear()
@@ -169,7 +169,7 @@ def test_first_placement_of_a_selector(
     selector: dict[str, str], models: str, gpu: int, placed_on: str, explanation: str
 ) -> None:
     """A new selector's first placement: the node chosen, or the reasons counted as before."""
-    m = NodeMatrix.from_nodes(NODES)
+    m = matrix_from_nodes(NODES)
     out = place_one(m, _workload(selector, models, gpu), PlacementOptions())
     assert [p.node_id for p in out.placements] == ([placed_on] if placed_on else [])
     assert out.explanation == explanation

@@ -15,6 +15,7 @@ from strata_policy.placement.place import (
     place_batch,
     place_one,
 )
+from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 from strata_policy.testing import node, workload
@@ -103,7 +104,7 @@ def options(draw: st.DrawFn) -> PlacementOptions:
 
 def _prefilled(ns: list[Node], pre: list[Workload]) -> NodeMatrix:
     """A matrix with ``pre`` placed first-fit and committed (a non-empty starting state)."""
-    m = NodeMatrix.from_nodes(ns)
+    m = matrix_from_nodes(ns)
     for out, wl in zip(
         place_batch(m, pre, PlacementOptions(policy=Policy.FIRST_FIT)), pre, strict=True
     ):
@@ -172,7 +173,7 @@ def test_cached_place_one_tracks_commits_and_releases(
     """place_one's persistent score trees follow every allocate/deallocate: long runs of a few
     repeated shapes, committed or released, answer exactly like the naive twin."""
     pool = [wl for p in pools for wl in p]
-    m = NodeMatrix.from_nodes(ns)
+    m = matrix_from_nodes(ns)
     held: list[tuple[Workload, PlacementOutcome]] = []
     for pick, release in steps:
         if release and held:

@@ -18,8 +18,8 @@ from wire_strategies import int64s, message_of, texts
 from strata_policy.model import Node
 from strata_policy.service import convert
 from strata_policy.service.snapshot_decoder import nodes_from_bytes
+from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.state.node_columns import NodeColumns
-from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.running_columns import nodes_plainly_valid
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)
@@ -107,7 +107,7 @@ def same_matrix(nodes: Sequence[Node]) -> None:
     assert nodes.widest == max((nd.gpu_devices for nd in plain), default=0)
     if not all(0 <= nd.capacity.get("gpu", 0) <= 64_000 for nd in plain):
         return  # a matrix is built of validated nodes only (its device columns are sized so)
-    got, want = NodeMatrix.from_nodes(nodes), NodeMatrix.from_nodes(plain)
+    got, want = matrix_from_nodes(nodes), matrix_from_nodes(plain)
     assert (got.index, got.resources, got.models) == (want.index, want.resources, want.models)
     for name in ("capacity", "free", "gpu_free", "schedulable", "model_code", "inv_capacity"):
         assert np.array_equal(getattr(got, name), getattr(want, name)), name

@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
+from strata_policy.engine.commit import RequestKey, Store, request_digest
 from strata_policy.errors import ClusterNotFound, RequestIdReused
 from strata_policy.model import BatchResult, ColumnarBatch, Decision, PlacedColumns, WorkloadResult
 from strata_policy.state.request_checks import Limits
-from strata_policy.state.store import RequestKey, Store, request_digest
 from strata_policy.testing import node, snapshot
 
 D1, D2 = request_digest(b"body-1"), request_digest(b"body-2")

@@ -30,6 +30,7 @@ from strata_policy.capacity.plan import PlanOptions
 from strata_policy.model import HOSTNAME_KEY, Node, Placement, RunningWorkload, Workload
 from strata_policy.placement.place import PlacementOptions, PlacementOutcome, place_batch
 from strata_policy.state.cluster import ClusterState
+from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.state.nodes import NodeMatrix
 
 _ROUNDS = 4
@@ -143,7 +144,7 @@ def _drop_spare(
     removes it. Judged on the new nodes alone (cheap); the caller re-places everything and
     keeps the result only if nothing is lost. At most ``_DROP_TRIES`` tries."""
     ids = {nd.id for _, nd in new_nodes}
-    small = NodeMatrix.from_nodes([nd for _, nd in new_nodes])
+    small = matrix_from_nodes([nd for _, nd in new_nodes])
     on: dict[str, list[tuple[Workload, Placement]]] = {}
     for w, o in zip(pending, outcomes, strict=True):
         for p in o.placements:

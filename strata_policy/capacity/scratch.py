@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from strata_policy.model import Node, Placement, RunningWorkload, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU, Resources
+from strata_policy.state.matrix_build import allocate_running, matrix_from_nodes
 from strata_policy.state.nodes import GPU_COL, NodeMatrix
 
 Blocked = list[tuple[int, dict[str, int], tuple[int, ...]]]
@@ -20,8 +21,8 @@ Blocked = list[tuple[int, dict[str, int], tuple[int, ...]]]
 
 def build(nodes: Sequence[Node], running: Sequence[RunningWorkload]) -> NodeMatrix:
     """A matrix of ``nodes`` with every placed replica of ``running`` allocated."""
-    matrix = NodeMatrix.from_nodes(nodes)
-    if not matrix.allocate_running(running):
+    matrix = matrix_from_nodes(nodes)
+    if not allocate_running(matrix, running):
         for rw in running:
             for p in rw.placements:
                 matrix.allocate(matrix.index[p.node_id], rw.workload.request, p.gpu_devices)
@@ -31,7 +32,7 @@ def build(nodes: Sequence[Node], running: Sequence[RunningWorkload]) -> NodeMatr
 def extend(base: NodeMatrix, extra: Sequence[Node]) -> NodeMatrix:
     """A matrix of ``base``'s nodes (their allocation copied) followed by the empty ``extra``
     nodes: what ``build`` would give for the same running work, without placing it again."""
-    matrix = NodeMatrix.from_nodes([*base.nodes, *extra])
+    matrix = matrix_from_nodes([*base.nodes, *extra])
     n, width = len(base), base.gpu_free.shape[1]
     cols = [matrix.resource_index[r] for r in base.resources]
     matrix.allocated[:n, cols] = base.allocated

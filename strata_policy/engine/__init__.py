@@ -1,6 +1,6 @@
 """The engine layer: the use cases over one cluster's state, and the public in-process API.
 
-``Engine`` (``engine.core``) is a thin facade: each method calls its use case's module —
+``Engine`` (``engine.core``) is assembled from the use cases: each module defines its methods —
 ``snapshots`` (PushSnapshot, UpdateSnapshot, DeleteCluster, reads, replay), ``admit``,
 ``place`` (its batch lane; one by one in ``place_one_by_one``), ``release``, ``reclaim``, ``plan``
 (PlanCapacity) — and every use case runs under ``commit``'s protocol: the cluster's lock,

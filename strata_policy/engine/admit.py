@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from strata_policy.engine.commit import Committer
+from strata_policy.engine.commit import Committer, request_digest
 from strata_policy.model import (
     BatchResult,
     Decision,
@@ -28,49 +28,56 @@ from strata_policy.model import (
 from strata_policy.quota import batch_order, decide_admit
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.request_checks import check_new_workloads, replicas
-from strata_policy.state.store import request_digest
 
 _ADMITTED = Decision.ADMITTED
 
 
-def admit(
-    c: Committer,
-    cluster_id: str,
-    workloads: Sequence[Workload],
-    *,
-    order: Order,
-    dry_run: bool,
-    expected_generation: int,
-    request_id: str,
-    now_ms: int,
-    caller: str,
-    given_digest: bytes,
-) -> BatchResult:
-    """Decide ``workloads`` on the cluster and commit the admitted ones (unless a dry run)."""
-    c.limits.check_batch(len(workloads), replicas(workloads))
-    digest = (
-        given_digest or admit_digest(workloads, order, expected_generation, now_ms)
-        if request_id and not dry_run
-        else b""
-    )
-    result = c.mutate(
-        cluster_id,
-        "admit",
-        request_id,
-        expected_generation,
-        dry_run,
-        decide,
-        workloads,
-        order,
-        now_ms,
-        dry_run,
-        c.clock,
-        caller=caller,
-        digest=digest,
-    )
-    if c.observer is not None:
-        c.observer.observe_results("Admit", result.results)
-    return result
+class AdmitCase:
+    """The Engine's Admit (``engine.core`` assembles ``Engine`` from this and the other use
+    cases)."""
+
+    commits: Committer  # the engine's clusters, clock, journal and observer
+
+    def admit(
+        self,
+        cluster_id: str,
+        workloads: Sequence[Workload],
+        *,
+        order: Order = Order.FIFO,
+        dry_run: bool = False,
+        expected_generation: int = 0,
+        request_id: str = "",
+        now_ms: int = 0,
+        caller: str = "",
+        body_digest: bytes = b"",
+    ) -> BatchResult:
+        """Quota decisions for a batch (DESIGN §2); admitted ones hold quota, not nodes
+        (``engine.admit``)."""
+        c = self.commits
+        c.limits.check_batch(len(workloads), replicas(workloads))
+        digest = (
+            body_digest or admit_digest(workloads, order, expected_generation, now_ms)
+            if request_id and not dry_run
+            else b""
+        )
+        result = c.mutate(
+            cluster_id,
+            "admit",
+            request_id,
+            expected_generation,
+            dry_run,
+            decide,
+            workloads,
+            order,
+            now_ms,
+            dry_run,
+            c.clock,
+            caller=caller,
+            digest=digest,
+        )
+        if c.observer is not None:
+            c.observer.observe_results("Admit", result.results)
+        return result
 
 
 def decide(

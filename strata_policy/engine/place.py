@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from itertools import compress
 
-from strata_policy.engine.commit import Committer, body_digest
+from strata_policy.engine.commit import Committer, call_digest
 from strata_policy.engine.place_one_by_one import (
     admit_and_place_one,
     decide_and_place,
@@ -54,6 +54,7 @@ from strata_policy.engine.place_one_by_one import (
 )
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import (
+    BatchResult,
     ColumnarBatch,
     Decision,
     Order,
@@ -79,58 +80,103 @@ FAST_PATH_MAX = 4096
 _ID = operator.attrgetter("id")
 
 
-def place(
-    c: Committer,
-    cluster_id: str,
-    workloads: Sequence[Workload],
-    workload_ids: Sequence[str],
-    *,
-    tags: Sequence[object] | None,
-    order: Order,
-    options: PlacementOptions,
-    dry_run: bool,
-    expected_generation: int,
-    request_id: str,
-    now_ms: int,
-    caller: str,
-    given_digest: bytes,
-) -> ColumnarBatch:
-    """Place on the cluster and commit (unless a dry run); the answer in columns
-    (``model.columns``: a run the lane placed in full is never turned into values)."""
-    c.limits.check_batch(len(workloads) + len(workload_ids), replicas(workloads))
-    check_options(options)
-    if tags is not None and len(tags) != len(workloads):
-        raise ValueError(f"{len(tags)} tags for {len(workloads)} workloads")
-    result = c.mutate(
-        cluster_id,
-        "place",
-        request_id,
-        expected_generation,
-        dry_run,
-        lambda state: compute(
-            state, workloads, workload_ids, order, options, now_ms or c.clock(), tags
-        ),
-        caller=caller,
-        digest=body_digest(
+class PlaceCase:
+    """The Engine's Place (``engine.core`` assembles ``Engine`` from this and the other use
+    cases): ``Engine.place`` and ``Engine.place_columnar`` run here, on the engine's
+    ``commits``."""
+
+    commits: Committer  # the engine's clusters, clock, journal and observer
+
+    def place(
+        self,
+        cluster_id: str,
+        workloads: Sequence[Workload] = (),
+        workload_ids: Sequence[str] = (),
+        *,
+        tags: Sequence[object] | None = None,
+        order: Order = Order.FIFO,
+        options: PlacementOptions | None = None,
+        dry_run: bool = False,
+        expected_generation: int = 0,
+        request_id: str = "",
+        now_ms: int = 0,
+        caller: str = "",
+        body_digest: bytes = b"",
+    ) -> BatchResult:
+        """Admit-and-place inline workloads, and place admitted ones by id (DESIGN §3); ``tags``
+        optionally groups the inline workloads (``engine.place``'s docstring)."""
+        return self.place_columnar(
+            cluster_id,
+            workloads,
+            workload_ids,
+            tags=tags,
+            order=order,
+            options=options,
+            dry_run=dry_run,
+            expected_generation=expected_generation,
+            request_id=request_id,
+            now_ms=now_ms,
+            caller=caller,
+            body_digest=body_digest,
+        ).batch_result()
+
+    def place_columnar(
+        self,
+        cluster_id: str,
+        workloads: Sequence[Workload] = (),
+        workload_ids: Sequence[str] = (),
+        *,
+        tags: Sequence[object] | None = None,
+        order: Order = Order.FIFO,
+        options: PlacementOptions | None = None,
+        dry_run: bool = False,
+        expected_generation: int = 0,
+        request_id: str = "",
+        now_ms: int = 0,
+        caller: str = "",
+        body_digest: bytes = b"",
+    ) -> ColumnarBatch:
+        """``place``, its results as the batch lane makes them (``model.columns``): for a
+        caller that writes them out rather than reading values (the Place RPC), the
+        ``WorkloadResult`` of each workload placed through the lane is never built.
+        ``place`` is this call's ``batch_result()``; a retried ``request_id`` is answered
+        the same either way."""
+        c = self.commits
+        options = options or PlacementOptions()
+        c.limits.check_batch(len(workloads) + len(workload_ids), replicas(workloads))
+        check_options(options)
+        if tags is not None and len(tags) != len(workloads):
+            raise ValueError(f"{len(tags)} tags for {len(workloads)} workloads")
+        result = c.mutate(
+            cluster_id,
+            "place",
             request_id,
+            expected_generation,
             dry_run,
-            given_digest,
-            lambda: (
-                "place",
-                tuple(workloads),
-                tuple(workload_ids),
-                order,
-                options,
-                expected_generation,
-                now_ms,
+            lambda state: compute(
+                state, workloads, workload_ids, order, options, now_ms or c.clock(), tags
             ),
-        ),
-    )
-    if c.observer is not None:
-        c.observer.observe_results(
-            "Place", result.held_as_values(), placed=result.placed_in_columns()
+            caller=caller,
+            digest=call_digest(
+                request_id,
+                dry_run,
+                body_digest,
+                lambda: (
+                    "place",
+                    tuple(workloads),
+                    tuple(workload_ids),
+                    order,
+                    options,
+                    expected_generation,
+                    now_ms,
+                ),
+            ),
         )
-    return result
+        if c.observer is not None:
+            c.observer.observe_results(
+                "Place", result.held_as_values(), placed=result.placed_in_columns()
+            )
+        return result
 
 
 def compute(

@@ -25,19 +25,27 @@ from strata_policy.state.request_checks import (
 MAX_DISRUPTION_BUDGET = 10_000
 
 
-def plan(
-    c: Committer,
-    cluster_id: str,
-    groups: Sequence[NodeGroup],
-    workloads: Sequence[Workload],
-    options: PlanOptions,
-) -> tuple[int, CapacityPlan]:
-    """The cluster's plan and the generation it was made at, under the cluster's lock."""
-    check_request_ids(cluster_id, "")
-    c.limits.check_batch(len(workloads), replicas(workloads))
-    with c.store.slot(cluster_id) as slot:
-        state = slot.require(cluster_id)
-        return state.generation, compute(state, groups, workloads, options)
+class PlanCase:
+    """The Engine's PlanCapacity (``engine.core`` assembles ``Engine`` from this and the other
+    use cases)."""
+
+    commits: Committer  # the engine's clusters, clock, journal and observer
+
+    def plan_capacity(
+        self,
+        cluster_id: str,
+        groups: Sequence[NodeGroup],
+        workloads: Sequence[Workload] = (),
+        *,
+        options: PlanOptions | None = None,
+    ) -> tuple[int, CapacityPlan]:
+        """A capacity plan (DESIGN §8) and the generation it was made at; always a dry run."""
+        c = self.commits
+        check_request_ids(cluster_id, "")
+        c.limits.check_batch(len(workloads), replicas(workloads))
+        with c.store.slot(cluster_id) as slot:
+            state = slot.require(cluster_id)
+            return state.generation, compute(state, groups, workloads, options or PlanOptions())
 
 
 def compute(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from strata_policy.engine.commit import Committer, body_digest
+from strata_policy.engine.commit import Committer, call_digest
 from strata_policy.model import (
     Decision,
     Placement,
@@ -27,49 +27,57 @@ from strata_policy.state.cluster import ClusterState
 from strata_policy.state.request_checks import check_new_workloads, check_options
 
 
-def reclaim(
-    c: Committer,
-    cluster_id: str,
-    workload: Workload,
-    *,
-    require_placement: bool,
-    options: PlacementOptions,
-    dry_run: bool,
-    expected_generation: int,
-    request_id: str,
-    now_ms: int,
-    caller: str,
-    given_digest: bytes,
-) -> ReclaimResult:
-    """Victims for ``workload`` on the cluster; committed: evict, admit (and place)."""
-    check_options(options)
-    result = c.mutate(
-        cluster_id,
-        "reclaim",
-        request_id,
-        expected_generation,
-        dry_run,
-        lambda state: compute(
-            state, workload, require_placement, options, now_ms or c.clock(), dry_run
-        ),
-        caller=caller,
-        digest=body_digest(
+class ReclaimCase:
+    """The Engine's Reclaim (``engine.core`` assembles ``Engine`` from this and the other use
+    cases)."""
+
+    commits: Committer  # the engine's clusters, clock, journal and observer
+
+    def reclaim(
+        self,
+        cluster_id: str,
+        workload: Workload,
+        *,
+        require_placement: bool = False,
+        options: PlacementOptions | None = None,
+        dry_run: bool = False,
+        expected_generation: int = 0,
+        request_id: str = "",
+        now_ms: int = 0,
+        caller: str = "",
+        body_digest: bytes = b"",
+    ) -> ReclaimResult:
+        """Victims for a pending workload; committed: evict, admit (and place) atomically."""
+        c = self.commits
+        options = options or PlacementOptions()
+        check_options(options)
+        result = c.mutate(
+            cluster_id,
+            "reclaim",
             request_id,
+            expected_generation,
             dry_run,
-            given_digest,
-            lambda: (
-                "reclaim",
-                workload,
-                require_placement,
-                options,
-                expected_generation,
-                now_ms,
+            lambda state: compute(
+                state, workload, require_placement, options, now_ms or c.clock(), dry_run
             ),
-        ),
-    )
-    if c.observer is not None:
-        c.observer.observe_reclaim(result)
-    return result
+            caller=caller,
+            digest=call_digest(
+                request_id,
+                dry_run,
+                body_digest,
+                lambda: (
+                    "reclaim",
+                    workload,
+                    require_placement,
+                    options,
+                    expected_generation,
+                    now_ms,
+                ),
+            ),
+        )
+        if c.observer is not None:
+            c.observer.observe_reclaim(result)
+        return result
 
 
 def compute(

@@ -9,7 +9,7 @@ below ``placement``). Two parts, by what they are derived from:
   statics, label codes and label-value selections, static masks and their pieces, block-search
   queries per request shape, the FGD mix arrays, and the shared ``Placement`` values. One per
   matrix lineage (``NodeMatrix.lineage``): a matrix and every copy of it share it, whichever
-  builds an entry first, and a new snapshot or node change (``NodeMatrix.assemble``) starts a
+  builds an entry first, and a new snapshot or node change (``matrix_build.assemble``) starts a
   new one. Nothing in it is ever stale. Its keys come from requests, so each map is bounded
   and emptied when full (``remember``): a client naming many shapes costs time, not memory.
   Races between readers are benign: both build the same value and the last store wins.

@@ -30,8 +30,7 @@ from strata_policy.placement.index import index_of
 from strata_policy.placement.one_replica import place_blocks, place_cached
 from strata_policy.placement.outputs import batch_placements
 from strata_policy.quota.groups import Groups
-from strata_policy.state.allocation import ReplicaRows
-from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.nodes import NodeMatrix, ReplicaRows
 from strata_policy.state.taskmix import TaskMix, TaskType, shape_of
 
 POLICY_CODES: Mapping[Policy, int] = {

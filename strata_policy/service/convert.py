@@ -1,7 +1,9 @@
 """Explicit conversions between the wire (``strata.policy.v1``) and the domain (``model``).
 
 ``*_from_proto`` build domain values from request messages (defaults applied: replicas 0 → 1,
-weight 0 → 1, preemptible absent → true); ``*_to_proto`` fill response messages. Nothing here
+weight 0 → 1, preemptible absent → true); ``*_to_proto`` fill response messages. A request's
+enums and placement options are read where its handler reads its other fields
+(``servicer.enum_from_proto``, ``servicer.options_from_proto``). Nothing here
 validates beyond what the wire cannot express: validation is the engine's, so embedded and remote
 callers get the same answers.
 """
@@ -11,45 +13,17 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy import model
-from strata_policy.errors import InvalidArgument
-from strata_policy.placement.place import FgdScore, PlacementOptions
 from strata_policy.service import snapshot_decoder
 from strata_policy.service.field_coverage import FieldMap, same
 from strata_policy.state.changes import Delta
-from strata_policy.state.taskmix import TaskType
 
-ORDERS = {
-    pb.ORDER_UNSPECIFIED: model.Order.FIFO,
-    pb.ORDER_FIFO: model.Order.FIFO,
-    pb.ORDER_PRIORITY: model.Order.PRIORITY,
-    pb.ORDER_FAIR: model.Order.FAIR,
-}
-POLICIES = {
-    pb.POLICY_UNSPECIFIED: model.Policy.LEAST_ALLOCATED,
-    **{getattr(pb, f"POLICY_{p.value}"): p for p in model.Policy},
-}
-FRAGMENTATION_SCORES = {
-    pb.FRAGMENTATION_SCORE_UNSPECIFIED: FgdScore.REFINED,
-    **{getattr(pb, f"FRAGMENTATION_SCORE_{s.value}"): s for s in FgdScore},
-}
 E = TypeVar("E")
-
-
-def enum_from_proto(table: Mapping[Any, E], value: int, field: str) -> E:
-    """The domain value of a wire enum. proto3 keeps a number it does not know (a newer
-    client's, or a typo in JSON), so an unknown one is INVALID_ARGUMENT naming the field rather
-    than a silent fall back to the default (``policy: 99`` once placed with LEAST_ALLOCATED)."""
-    try:
-        return table[value]
-    except KeyError:
-        known = ", ".join(str(v) for v in sorted(table))
-        raise InvalidArgument.one(field, f"unknown value {value} (one of {known})") from None
 
 
 # One shared, read-only empty mapping for the many workloads and nodes without labels or
@@ -237,40 +211,6 @@ def delta_from_proto(m: svc.UpdateSnapshotRequest) -> Delta:
         remove_scope_ids=tuple(m.remove_scope_ids),
         upsert_workloads=tuple(running_from_proto(w) for w in m.upsert_workloads),
         remove_workload_ids=tuple(m.remove_workload_ids),
-    )
-
-
-def options_from_proto(
-    policy: int,
-    weights: Mapping[str, float],
-    seed: int,
-    fragmentation: pb.FragmentationOptions | None = None,
-) -> PlacementOptions:
-    """Placement options from a Place or Reclaim request."""
-    task_types: tuple[TaskType, ...] = ()
-    coverage = 0.95
-    fgd_score = FgdScore.REFINED
-    if fragmentation is not None:
-        task_types = tuple(
-            TaskType(
-                cpu_milli=t.request.get("cpu", 0),
-                gpu_milli=t.request.get("gpu", 0),
-                gpu_model=t.gpu_model,
-                weight=t.weight or 1.0,
-            )
-            for t in fragmentation.task_types
-        )
-        coverage = fragmentation.coverage or 0.95
-        fgd_score = enum_from_proto(
-            FRAGMENTATION_SCORES, fragmentation.score, "fragmentation.score"
-        )
-    return PlacementOptions(
-        policy=enum_from_proto(POLICIES, policy, "policy"),
-        resource_weights=dict(weights),
-        seed=seed,
-        task_types=task_types,
-        coverage=coverage,
-        fgd_score=fgd_score,
     )
 
 

@@ -8,6 +8,7 @@ from strata.policy.v1 import policy_service_pb2 as svc
 
 from strata_policy import capacity
 from strata_policy.model.decisions import Policy
+from strata_policy.placement.place import PlacementOptions
 from strata_policy.service import convert as c
 
 ACTIONS = {
@@ -32,10 +33,12 @@ def group_from_proto(m: svc.NodeGroup) -> capacity.NodeGroup:
     )
 
 
-def options_from_proto(m: svc.PlanCapacityRequest) -> capacity.PlanOptions:
-    """The plan's options; policy UNSPECIFIED = FRAGMENTATION_AWARE (``PlanOptions``)."""
-    fragmentation = m.fragmentation if m.HasField("fragmentation") else None
-    placement = c.options_from_proto(m.policy, m.resource_weights, 0, fragmentation)
+def options_from_proto(
+    m: svc.PlanCapacityRequest, placement: PlacementOptions
+) -> capacity.PlanOptions:
+    """The plan's options: ``placement`` is the request's policy, weights and fragmentation
+    read as Place's are (``servicer.options_from_proto``); policy UNSPECIFIED =
+    FRAGMENTATION_AWARE (``PlanOptions``)."""
     if not m.policy:
         placement = dataclasses.replace(placement, policy=Policy.FRAGMENTATION_AWARE)
     return capacity.PlanOptions(placement=placement, disruption_budget=m.disruption_budget)

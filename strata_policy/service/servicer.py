@@ -5,12 +5,15 @@ become statuses through ``status.abort``'s one table. Two things only the wire k
 the request's counts and ids are checked before conversion (``request_limits`` for
 UpdateSnapshot, the byte reader's counts for PushSnapshot, ``state.request_checks.check_batch``
 for the others), and a call with a ``request_id`` names its caller and the digest of its body,
-for idempotency (``identity``).
+for idempotency (``identity``). Messages become model objects in ``convert``; a request's enums
+and placement options (order, policy, weights, seed, fragmentation) are read here, beside the
+handlers that read its other fields (``options_from_proto``, which PlanCapacity's conversion
+takes too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial, wraps
 from typing import Any, Protocol, TypeVar
 
@@ -18,9 +21,13 @@ import grpc
 import structlog
 from google.protobuf.message_factory import GetMessageClass
 from strata.policy.v1 import policy_service_pb2 as svc
+from strata.policy.v1 import types_pb2 as pb
 
+from strata_policy import model
 from strata_policy.engine import Engine, NotInPlace
-from strata_policy.errors import InternalError, StrataError
+from strata_policy.engine.commit import request_digest
+from strata_policy.errors import InternalError, InvalidArgument, StrataError
+from strata_policy.placement.place import FgdScore, PlacementOptions
 from strata_policy.service import convert as c
 from strata_policy.service import plan_convert as pc
 from strata_policy.service import request_limits as limits
@@ -36,15 +43,15 @@ from strata_policy.service.running_rows import collector_paused
 from strata_policy.service.snapshot_decoder import DecodedPush, decode_push
 from strata_policy.service.status import abort
 from strata_policy.state import request_checks as checks
-from strata_policy.state.store import request_digest
+from strata_policy.state.taskmix import TaskType
 
 log = structlog.get_logger("strata.service")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
+E = TypeVar("E")
 Handler = Callable[["PolicyServicer", Req, grpc.ServicerContext], Resp]
 SERVICE = svc.DESCRIPTOR.services_by_name["PolicyService"]
 _NO_IDENTITY = ("", b"")  # what ``idempotency`` finds for a call without a request_id
-_ORDERS = c.ORDERS
 
 
 class _Idempotent(Protocol):
@@ -65,6 +72,69 @@ def idempotency(
         return "", b""
     body = raw or request.SerializeToString(deterministic=True)
     return caller_identity(context), request_digest(body)
+
+
+# --- a request's enums and placement options ----------------------------------------------
+
+ORDERS = {
+    pb.ORDER_UNSPECIFIED: model.Order.FIFO,
+    pb.ORDER_FIFO: model.Order.FIFO,
+    pb.ORDER_PRIORITY: model.Order.PRIORITY,
+    pb.ORDER_FAIR: model.Order.FAIR,
+}
+POLICIES = {
+    pb.POLICY_UNSPECIFIED: model.Policy.LEAST_ALLOCATED,
+    **{getattr(pb, f"POLICY_{p.value}"): p for p in model.Policy},
+}
+FRAGMENTATION_SCORES = {
+    pb.FRAGMENTATION_SCORE_UNSPECIFIED: FgdScore.REFINED,
+    **{getattr(pb, f"FRAGMENTATION_SCORE_{s.value}"): s for s in FgdScore},
+}
+
+
+def enum_from_proto(table: Mapping[Any, E], value: int, field: str) -> E:
+    """The domain value of a wire enum. proto3 keeps a number it does not know (a newer
+    client's, or a typo in JSON), so an unknown one is INVALID_ARGUMENT naming the field rather
+    than a silent fall back to the default (``policy: 99`` once placed with LEAST_ALLOCATED)."""
+    try:
+        return table[value]
+    except KeyError:
+        known = ", ".join(str(v) for v in sorted(table))
+        raise InvalidArgument.one(field, f"unknown value {value} (one of {known})") from None
+
+
+def options_from_proto(
+    policy: int,
+    weights: Mapping[str, float],
+    seed: int,
+    fragmentation: pb.FragmentationOptions | None = None,
+) -> PlacementOptions:
+    """Placement options from a Place, Reclaim or PlanCapacity request."""
+    task_types: tuple[TaskType, ...] = ()
+    coverage = 0.95
+    fgd_score = FgdScore.REFINED
+    if fragmentation is not None:
+        task_types = tuple(
+            TaskType(
+                cpu_milli=t.request.get("cpu", 0),
+                gpu_milli=t.request.get("gpu", 0),
+                gpu_model=t.gpu_model,
+                weight=t.weight or 1.0,
+            )
+            for t in fragmentation.task_types
+        )
+        coverage = fragmentation.coverage or 0.95
+        fgd_score = enum_from_proto(
+            FRAGMENTATION_SCORES, fragmentation.score, "fragmentation.score"
+        )
+    return PlacementOptions(
+        policy=enum_from_proto(POLICIES, policy, "policy"),
+        resource_weights=dict(weights),
+        seed=seed,
+        task_types=task_types,
+        coverage=coverage,
+        fgd_score=fgd_score,
+    )
 
 
 def errors_to_status(fn: Handler[Req, Resp]) -> Handler[Req, Resp]:
@@ -198,7 +268,7 @@ class PolicyServicer:
         workloads = request.workloads
         checks.check_batch(self.engine.limits, cluster_id, request_id, len(workloads))
         caller, digest = idempotency(request, context) if request_id else _NO_IDENTITY
-        order = _ORDERS.get(request.order) or c.enum_from_proto(_ORDERS, request.order, "order")
+        order = ORDERS.get(request.order) or enum_from_proto(ORDERS, request.order, "order")
         batch = self.engine.admit(
             cluster_id,
             c.workloads_from_proto(workloads),
@@ -233,8 +303,8 @@ class PolicyServicer:
             request.workloads,
             message.workload_ids[:],  # a list; see convert.workloads_from_proto
             tags=request.tags,
-            order=c.enum_from_proto(c.ORDERS, message.order, "order"),
-            options=c.options_from_proto(
+            order=enum_from_proto(ORDERS, message.order, "order"),
+            options=options_from_proto(
                 message.policy, message.resource_weights, message.seed, fragmentation
             ),
             dry_run=message.dry_run,
@@ -277,7 +347,7 @@ class PolicyServicer:
             request.cluster_id,
             c.workload_from_proto(request.workload),
             require_placement=request.require_placement,
-            options=c.options_from_proto(request.policy, request.resource_weights, request.seed),
+            options=options_from_proto(request.policy, request.resource_weights, request.seed),
             dry_run=request.dry_run,
             expected_generation=request.expected_generation,
             request_id=request.request_id,
@@ -297,11 +367,13 @@ class PolicyServicer:
     def PlanCapacity(
         self, request: svc.PlanCapacityRequest, context: grpc.ServicerContext
     ) -> svc.PlanCapacityResponse:
+        fragmentation = request.fragmentation if request.HasField("fragmentation") else None
+        placement = options_from_proto(request.policy, request.resource_weights, 0, fragmentation)
         generation, plan = self.engine.plan_capacity(
             request.cluster_id,
             [pc.group_from_proto(g) for g in request.node_groups],
             c.workloads_from_proto(request.workloads),
-            options=pc.options_from_proto(request),
+            options=pc.options_from_proto(request, placement),
         )
         return pc.plan_to_proto(generation, plan)
 

@@ -40,8 +40,8 @@ from strata_policy.kernels import snapshot_wire as wire
 from strata_policy.model import Node, RunningWorkload, Scope
 from strata_policy.service import wire_strings
 from strata_policy.service.running_rows import RowMaker, varint
+from strata_policy.state.matrix_build import columns_of
 from strata_policy.state.node_columns import NodeColumns
-from strata_policy.state.nodes import columns_of
 from strata_policy.state.running_columns import RunningColumns
 from strata_policy.state.running_table import IdIndex
 

@@ -33,7 +33,7 @@ from strata_policy.simulate.metrics import (
 )
 from strata_policy.simulate.policies import PolicySpec, placement_options
 from strata_policy.simulate.trace import Trace
-from strata_policy.state.store import Limits
+from strata_policy.state.request_checks import Limits
 
 CLUSTER_ID = "simulate"
 

@@ -6,62 +6,30 @@ scope changes, ``swap_nodes``/``swap_scopes`` (``state.incremental``), each of w
 exact inverse while a transaction is open. That is how a dry run or a failed batch changes
 nothing: simulate, then undo (STYLE habit 3). The engine holds the cluster's lock around every
 transaction.
+
+What every decision's commit runs (the fields, the transaction, ``add`` and ``add_many``) is
+``ClusterCore``'s, in ``state.cluster_core``; here are the rest: building from a snapshot, the
+reads, and the changes that remove or replace (Release, Reclaim's evictions, UpdateSnapshot,
+Place by id), with their undo.
 """
 
 from __future__ import annotations
 
-import operator
-import threading
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Sequence
 
 from strata_policy.errors import FieldViolation, InvalidArgument
 from strata_policy.model import Node, Placement, RunningWorkload, Scope, Snapshot
-from strata_policy.model.resources import Resources
 from strata_policy.quota import QuotaTree
-from strata_policy.state import allocation, columnar_build, running_table
-from strata_policy.state.allocation import ReplicaRows
+from strata_policy.state import cluster_core, columnar_build, running_table
+from strata_policy.state.cluster_core import ClusterCore, charges_of
+from strata_policy.state.matrix_build import allocate_running, matrix_from_nodes, running_rows
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.running_columns import RunningColumns
-from strata_policy.state.running_table import RunningTable
 from strata_policy.state.taskmix import TaskMix
 
-Undo = Callable[[], None]
-_WORKLOAD_ID = operator.attrgetter("workload.id")
 
-# ``add_many`` allocates nodes in one vectorised step (``NodeMatrix.allocate_running``, which
-# costs O(nodes) plus a little per replica) when the replicas number at least 1/64 of the nodes,
-# and replica by replica (each a few numpy scalar operations) below that.
-BULK_ALLOCATE_FRACTION = 64
-
-
-class ClusterState:
+class ClusterState(ClusterCore):
     """The dense, mutable state of one cluster; see the module docstring for the contract."""
-
-    def __init__(
-        self,
-        cluster_id: str,
-        snapshot: Snapshot,
-        generation: int,
-        matrix: NodeMatrix,
-        tree: QuotaTree,
-        task_mix: TaskMix,
-    ) -> None:
-        self.cluster_id = cluster_id
-        self.generation = generation
-        self.nodes = snapshot.nodes
-        self.scopes = snapshot.scopes
-        self.matrix = matrix
-        self.tree = tree
-        self.task_mix = task_mix
-        self.workloads = RunningTable()
-        self._seq: MutableMapping[str, int] = {}  # admission order, restored exactly by undo
-        self._next_seq = 0
-        self.lock = threading.RLock()
-        self._capacity: dict[str, int] = matrix.total_capacity(schedulable_only=True)
-        self._undo: list[Undo] | None = None
-        self.touched: set[str] = set()  # workload ids changed in the open transaction
-        self.created: set[str] = set()  # of those, the ones the transaction added
-        self._added: list[str] = []  # ids the transaction added, in the order it added them
 
     @classmethod
     def build(
@@ -80,15 +48,15 @@ class ClusterState:
         their workloads made only when read; where that cannot vouch for the answer, the plain
         path below reads them one by one.
         """
-        matrix = NodeMatrix.from_nodes(snapshot.nodes)
+        matrix = matrix_from_nodes(snapshot.nodes)
         tree = QuotaTree.build(snapshot.scopes)
         mix = task_mix.copy() if task_mix is not None else TaskMix()
         state = cls(cluster_id, snapshot, generation, matrix, tree, mix)
         cols = snapshot.workloads
         if isinstance(cols, RunningColumns) and state._build_columns(cols, task_mix is None):
             return state
-        if not matrix.allocate_running(snapshot.workloads):
-            violations = _allocate_one_by_one(matrix, snapshot, path)
+        if not allocate_running(matrix, snapshot.workloads):
+            violations = allocate_one_by_one(matrix, snapshot, path)
             if violations:
                 raise InvalidArgument(violations)
         charges: dict[str, dict[str, int]] = {}
@@ -122,39 +90,11 @@ class ClusterState:
         self._next_seq = len(cols)
         return True
 
-    # --- reading -------------------------------------------------------------------------
-
-    @property
-    def capacity(self) -> dict[str, int]:
-        """Σ capacity of schedulable nodes: the headroom base of DESIGN §2."""
-        return self._capacity
-
     def snapshot(self) -> Snapshot:
         """The state as a snapshot (nodes in snapshot order, workloads in admission order)."""
         self.workloads.make_all()  # a pushed snapshot's rows made in bulk, not one by one
         order = sorted(self.workloads, key=running_table.plain(self._seq).__getitem__)
         return Snapshot(self.nodes, self.scopes, tuple(self.workloads[w] for w in order))
-
-    def changes(self) -> tuple[list[RunningWorkload], list[str]]:
-        """What the open transaction changed: the workloads it added or changed that are held
-        now, in admission order, and the ids it removed that were held before it, sorted.
-
-        Workloads held before the transaction keep their admission number and come first
-        (sorted by it); every one the transaction added has a later number than those, handed
-        out in the order of ``_added``, so that list, kept at each id's last addition and
-        filtered to what is still held, is already in admission order: no sort over the added.
-        """
-        workloads = self.workloads
-        before = self.touched - self.created
-        kept = sorted((w for w in before if w in workloads), key=self._seq.__getitem__)
-        removed = sorted(w for w in before if w not in workloads)
-        last = dict.fromkeys(reversed(self._added))
-        if len(last) == len(self._added):  # nothing added twice: already in order
-            added = list(filter(workloads.__contains__, self._added))
-        else:
-            added = [w for w in last if w in workloads]
-            added.reverse()
-        return list(map(workloads.__getitem__, (*kept, *added))), removed
 
     def workload_counts(self) -> dict[str, int]:
         """How many workloads each scope holds directly."""
@@ -162,65 +102,6 @@ class ClusterState:
         for scope_id in self.workloads.scope_ids():  # without making the workloads
             counts[scope_id] = counts.get(scope_id, 0) + 1
         return counts
-
-    # --- changing ------------------------------------------------------------------------
-
-    def add(self, rw: RunningWorkload) -> None:
-        """Admit (and, with placements, place) a workload: charge quota, allocate nodes."""
-        wid = rw.workload.id
-        if wid in self.workloads:
-            raise InvalidArgument.one("workload.id", f"workload {wid!r} is already admitted")
-        self.tree.charge(rw.workload.scope_id, rw.workload.total)
-        if rw.placements:
-            self._allocate(rw.workload.request, rw.placements)
-        self._insert(rw)
-        if self._undo is not None:  # outside a transaction there is nothing to track or undo
-            self.touched.add(wid)
-            self.created.add(wid)
-            self._added.append(wid)
-            self._undo.append(lambda: self._unadd(rw))
-
-    def add_many(
-        self,
-        rws: Sequence[RunningWorkload],
-        charges: Mapping[str, Resources] | None = None,
-        rows: ReplicaRows | None = None,
-    ) -> None:
-        """``add`` for each of ``rws`` in order, as one change: the same state afterwards (same
-        usage, allocations and admission order), with the tree charged once per scope and the
-        nodes allocated in bulk for a large batch, and one undo record for all of them.
-
-        ``charges``, when the caller has summed them already, must be ``rws``' ``request ×
-        replicas`` per scope (``quota.RunAdmitted.totals`` less what was not placed); absent,
-        they are summed here. ``rows``, when the caller has them (a kernel's answer,
-        ``PlacedBatch.rows``), must be ``rws``' placed replicas in order, as arrays: the nodes
-        are then allocated from them, without reading the placements again. Raises before
-        changing anything: ``InvalidArgument`` when an id is held already or repeated,
-        ``ValueError`` when a replica does not fit where it is placed.
-        """
-        if not rws:
-            return
-        ids = list(map(_WORKLOAD_ID, rws))
-        workloads = self.workloads
-        if len(set(ids)) != len(ids) or not workloads.keys().isdisjoint(ids):
-            seen: set[str] = set()
-            for wid in ids:
-                if wid in workloads or wid in seen:
-                    raise InvalidArgument.one(
-                        "workload.id", f"workload {wid!r} is already admitted"
-                    )
-                seen.add(wid)
-        self._allocate_all(rws, rows)
-        for scope_id, amounts in (_charges(rws) if charges is None else charges).items():
-            self.tree.charge(scope_id, amounts)
-        n = self._next_seq
-        workloads.put_many(zip(ids, rws, strict=True))
-        self._seq.update(zip(ids, range(n, n + len(ids)), strict=True))
-        self._next_seq = n + len(ids)
-        self.touched.update(ids)
-        self.created.update(ids)
-        self._added.extend(ids)
-        self._record(lambda: self._unadd_many(rws, rows))
 
     def remove(self, workload_id: str) -> RunningWorkload:
         """Release a workload: refund quota, free its nodes; returns what it was."""
@@ -239,7 +120,7 @@ class ClusterState:
         workloads, seqs = self.workloads, self._seq
         rws = [workloads.pop(w) for w in workload_ids]
         numbers = [seqs.pop(w) for w in workload_ids]
-        for scope_id, amounts in _charges(rws).items():
+        for scope_id, amounts in charges_of(rws).items():
             self.tree.refund(scope_id, amounts)
         self._deallocate_all(rws)
         self.touched.update(workload_ids)
@@ -297,77 +178,6 @@ class ClusterState:
         self._record(lambda: self._unplace(old, new))
         return new
 
-    def transaction(self) -> Transaction:
-        """``with state.transaction() as txn``: record every change; undo them all on an
-        exception or ``txn.rollback()``.
-
-        Not re-entrant: the engine opens one transaction per call, under the cluster lock.
-        """
-        return Transaction(self)
-
-    def begin(self) -> list[Undo]:
-        """Open a transaction without a ``Transaction`` (``engine.commit``'s path, taken by
-        every Admit: two calls instead of four): the returned undo list is empty until
-        something changes. ``end`` closes it. Not re-entrant."""
-        if self._undo is not None:
-            raise RuntimeError("transaction already open")
-        undo: list[Undo] = []
-        self._undo = undo
-        if self.touched:  # emptied in place: none is held past a call (``created`` and
-            self.touched.clear()  # ``_added`` grow only with ``touched``)
-            self.created.clear()
-            self._added.clear()
-        return undo
-
-    def end(self, rollback: bool) -> None:
-        """Close the transaction ``begin`` opened, undoing its changes first (newest first)
-        when ``rollback``."""
-        undo = self._undo
-        if rollback and undo:
-            while undo:
-                undo.pop()()
-        self._undo = None
-        if self.touched:  # as ``begin``: no new sets for the collector on every commit
-            self.touched.clear()
-            self.created.clear()
-            self._added.clear()
-
-    # --- internals -----------------------------------------------------------------------
-
-    def _record(self, undo: Undo) -> None:
-        if self._undo is not None:
-            self._undo.append(undo)
-
-    def _allocate(self, request: Resources, placements: tuple[Placement, ...]) -> None:
-        for p in placements:
-            self.matrix.allocate(self.matrix.index[p.node_id], request, p.gpu_devices)
-
-    def _deallocate(self, request: Resources, placements: tuple[Placement, ...]) -> None:
-        for p in placements:
-            self.matrix.deallocate(self.matrix.index[p.node_id], request, p.gpu_devices)
-
-    def _allocate_all(self, rws: Sequence[RunningWorkload], rows: ReplicaRows | None) -> None:
-        """Allocate every placed replica of ``rws``, or nothing (``ValueError``)."""
-        matrix = self.matrix
-        replicas = len(rows) if rows is not None else sum(len(rw.placements) for rw in rws)
-        if not replicas:
-            return
-        if replicas * BULK_ALLOCATE_FRACTION >= len(matrix) and (
-            matrix.allocate_rows(rows) if rows is not None else matrix.allocate_running(rws)
-        ):
-            return
-        done: list[tuple[Resources, Placement]] = []
-        try:
-            for rw in rws:
-                request = rw.workload.request
-                for p in rw.placements:
-                    matrix.allocate(matrix.index[p.node_id], request, p.gpu_devices)
-                    done.append((request, p))
-        except ValueError:
-            for request, p in reversed(done):
-                matrix.deallocate(matrix.index[p.node_id], request, p.gpu_devices)
-            raise
-
     def _deallocate_all(self, rws: Sequence[RunningWorkload]) -> None:
         """Free every placed replica of ``rws``: in bulk when they are many (as
         ``_allocate_all``), else one by one."""
@@ -375,8 +185,8 @@ class ClusterState:
         replicas = sum(len(rw.placements) for rw in rws)
         if not replicas:
             return
-        if replicas * BULK_ALLOCATE_FRACTION >= len(matrix):
-            rows = allocation.running_rows(matrix, rws)
+        if replicas * cluster_core.BULK_ALLOCATE_FRACTION >= len(matrix):
+            rows = running_rows(matrix, rws)
             if rows is not None and matrix.deallocate_rows(rows):
                 return
         for rw in reversed(rws):
@@ -385,39 +195,11 @@ class ClusterState:
 
     def _unremove_many(self, rws: Sequence[RunningWorkload], numbers: Sequence[int]) -> None:
         self._allocate_all(rws, None)
-        for scope_id, amounts in _charges(rws).items():
+        for scope_id, amounts in charges_of(rws).items():
             self.tree.charge(scope_id, amounts)
         for rw, seq in zip(rws, numbers, strict=True):
             self.workloads[rw.workload.id] = rw
             self._seq[rw.workload.id] = seq
-
-    def _unadd_many(self, rws: Sequence[RunningWorkload], rows: ReplicaRows | None) -> None:
-        ids = list(map(_WORKLOAD_ID, rws))
-        running_table.delete_many(self.workloads, ids)
-        running_table.delete_many(self._seq, ids)
-        for scope_id, amounts in _charges(rws).items():
-            self.tree.refund(scope_id, amounts)
-        matrix = self.matrix
-        if (
-            rows is not None
-            and len(rows) * BULK_ALLOCATE_FRACTION >= len(matrix)
-            and matrix.deallocate_rows(rows)
-        ):
-            return
-        for rw in reversed(rws):
-            for p in reversed(rw.placements):
-                matrix.deallocate(matrix.index[p.node_id], rw.workload.request, p.gpu_devices)
-
-    def _insert(self, rw: RunningWorkload) -> None:
-        self.workloads[rw.workload.id] = rw
-        self._seq[rw.workload.id] = self._next_seq
-        self._next_seq += 1
-
-    def _unadd(self, rw: RunningWorkload) -> None:
-        del self.workloads[rw.workload.id]
-        del self._seq[rw.workload.id]
-        self.tree.refund(rw.workload.scope_id, rw.workload.total)
-        self._deallocate(rw.workload.request, rw.placements)
 
     def _unremove(self, rw: RunningWorkload, seq: int) -> None:
         self.tree.charge(rw.workload.scope_id, rw.workload.total)
@@ -439,53 +221,7 @@ class ClusterState:
         self.workloads[old.workload.id] = old
 
 
-class Transaction:
-    """An open transaction: knows whether anything changed and can undo it all."""
-
-    def __init__(self, state: ClusterState) -> None:
-        self._state = state
-
-    def __enter__(self) -> Transaction:
-        self._state.begin()
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self._state.end(rollback=exc_type is not None)
-
-    @property
-    def changed(self) -> bool:
-        """Whether any change was recorded (and not rolled back)."""
-        return bool(self._state._undo)
-
-    def mark(self) -> int:
-        """A savepoint: the number of changes recorded so far."""
-        return len(self._state._undo or ())
-
-    def rollback(self, to: int = 0) -> None:
-        """Undo the changes recorded after savepoint ``to``, newest first."""
-        undo = self._state._undo
-        if undo is None:
-            return
-        while len(undo) > to:
-            undo.pop()()
-
-
-def _charges(rws: Sequence[RunningWorkload]) -> dict[str, dict[str, int]]:
-    """``request × replicas`` summed per scope: what charging each workload adds up to."""
-    charges: dict[str, dict[str, int]] = {}
-    for rw in rws:
-        w = rw.workload
-        charge = charges.get(w.scope_id)
-        if charge is None:
-            charge = charges[w.scope_id] = {}
-        replicas = w.replicas
-        for r, amount in w.request.items():
-            if amount:
-                charge[r] = charge.get(r, 0) + amount * replicas
-    return charges
-
-
-def _allocate_one_by_one(matrix: NodeMatrix, snapshot: Snapshot, path: str) -> list[FieldViolation]:
+def allocate_one_by_one(matrix: NodeMatrix, snapshot: Snapshot, path: str) -> list[FieldViolation]:
     """Allocate replica by replica in snapshot order, naming each one that does not fit."""
     violations: list[FieldViolation] = []
     for i, rw in enumerate(snapshot.workloads):

@@ -1,7 +1,7 @@
 """The parts of building a ``ClusterState`` from ``RunningColumns``, per column with numpy.
 
 ``ClusterState.build`` of a plain snapshot reads every workload once: its placed replicas
-become ``allocation.ReplicaRows``, its ``request × replicas`` is summed per scope, its shape is
+become ``nodes.ReplicaRows``, its ``request × replicas`` is summed per scope, its shape is
 counted in the task mix and it is inserted into the held workloads. Here each of those is the
 same value computed from the columns: the same rows (workload order, then replica order; the
 same devices, -1 padded to the widest), the same non-zero sums per scope, the same shape counts
@@ -17,8 +17,7 @@ import numpy as np
 
 from strata_policy.model import RunningWorkload, Workload
 from strata_policy.model.resources import CPU, GPU
-from strata_policy.state.allocation import ReplicaRows
-from strata_policy.state.nodes import NodeMatrix
+from strata_policy.state.nodes import NodeMatrix, ReplicaRows
 from strata_policy.state.running_columns import RunningColumns
 from strata_policy.state.running_table import RowNumbers, RunningTable
 from strata_policy.state.taskmix import TaskMix
@@ -27,7 +26,7 @@ _EXACT_IN_FLOAT = 2**53
 
 
 def replica_rows(matrix: NodeMatrix, cols: RunningColumns) -> ReplicaRows | None:
-    """``allocation.running_rows`` of the columns' workloads."""
+    """``matrix_build.running_rows`` of the columns' workloads."""
     placed = cols.placed_rows()
     if cols.devices.size and cols.devices.min() < -1:
         return None  # a negative device (-1 is the padding)

@@ -5,10 +5,11 @@ node upserts and removals without re-allocating every running replica.
 node) and whether its node data changed. Node data of unchanged rows is gathered from the old
 arrays; only changed rows are read off their ``Node``. The allocations (``allocated``,
 ``gpu_free`` per device, replica counts) of every continued row are carried over as they are, so
-the result is the very matrix ``NodeMatrix.from_nodes`` followed by allocating every running
-replica would give (the arrays are sums of what runs on each node and device, whatever the order),
-provided what runs still fits: a node whose new capacity is below what it holds, or that lost a
-GPU device in use, gives ``None`` and the caller takes the full path, which names the replica.
+the result is the very matrix ``matrix_build.matrix_from_nodes`` followed by allocating every
+running replica would give (the arrays are sums of what runs on each node and device, whatever
+the order), provided what runs still fits: a node whose new capacity is below what it holds, or
+that lost a GPU device in use, gives ``None`` and the caller takes the full path, which names
+the replica.
 
 The immutable part is new (fresh index maps, block layout, label codes and masks, built lazily
 on first use), because the placement caches are keyed by it; the running state is what carries.
@@ -22,7 +23,8 @@ import numpy as np
 
 from strata_policy.model.objects import Node
 from strata_policy.model.resources import MILLI_PER_GPU, RESERVED
-from strata_policy.state.nodes import GPU_COL, NodeMatrix, resource_columns
+from strata_policy.state.matrix_build import assemble, resource_columns
+from strata_policy.state.nodes import GPU_COL, NodeMatrix
 
 
 def rebuilt(
@@ -72,7 +74,7 @@ def rebuilt(
         model_code[i] = model_index[nodes[i].gpu_model]
         schedulable[i] = not nodes[i].unschedulable
 
-    new = NodeMatrix.assemble(nodes, index, names, capacity, schedulable, models, model_code)
+    new = assemble(nodes, index, names, capacity, schedulable, models, model_code)
     return new if _carry(old, new, old_row, old_cols, same_columns) else None
 
 
@@ -113,7 +115,7 @@ def _patched(
         np.bincount(old.model_code, minlength=len(old.models)) == 0
     ).sum():
         return _SHAPE_CHANGED  # a model no node has any more: the list shrinks
-    new = NodeMatrix.assemble(nodes, index, old.resources, capacity, schedulable, old.models,
+    new = assemble(nodes, index, old.resources, capacity, schedulable, old.models,
                               model_code)  # fmt: skip
     np.copyto(new.allocated, old.allocated)
     np.copyto(new.replicas, old.replicas)

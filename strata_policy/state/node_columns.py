@@ -38,7 +38,7 @@ class NodeColumns(MadeOnRead[Node]):
     with equal ones: the model's dicts are never mutated), ``unschedulable[i]``, GPU model
     ``wire_models[wire_model[i]]``. For the matrix: ``node_index`` (id -> the last row of
     that id), ``listed`` (every resource some node lists; ``capacity``'s columns are
-    ``state.nodes.columns_of(listed)``), ``capacity``, ``schedulable``, ``models`` (sorted,
+    ``state.matrix_build.columns_of(listed)``), ``capacity``, ``schedulable``, ``models`` (sorted,
     with ``""``) and ``model_code``; ``widest`` is the most GPU devices of a node.
     ``id_bytes``, when the maker read the nodes from bytes, is those bytes and each id's start
     and end in them, so that the same bytes' placements find their nodes by their ids' bytes

@@ -2,7 +2,8 @@
 
 ``NodeMatrix`` is what the placement kernels read. Rows are nodes in snapshot order (the
 tie-break order), columns are resources: ``cpu``, ``memory``, ``gpu`` first, then every other
-resource any node lists, sorted. A node that does not list a resource has 0 of it.
+resource any node lists, sorted. A node that does not list a resource has 0 of it. A matrix is
+made from a snapshot's nodes by ``state.matrix_build`` (``matrix_from_nodes``, ``assemble``).
 
 The immutable part (nodes, index maps, capacity, reciprocals, model codes, the ``lineage``) is
 shared between copies; the mutable part (``allocated``, ``free``, ``gpu_free``, per-node
@@ -13,13 +14,13 @@ that kernels read one matrix.
 State only, no placement caches (DESIGN §5). What placement derives from a matrix lives in
 ``placement.index``, which the matrix carries without knowing its types: per matrix in
 ``placement_index`` (a ``MatrixIndex``: ``copy()`` asks it for the copy's), and per lineage in
-``lineage`` (one ``Lineage`` per ``assemble``, shared by every copy, so that a copy taken before
-any placement still shares what either builds later). For those caches the matrix keeps
-stamps: every change bumps the node's entry in ``version`` (per-node caches compare stamps to
-find stale rows) and is appended to the ``journal`` (node indices, in order; ``journal_since``),
-which summaries replay from the position they last saw. ``epoch`` names one journal: it
-changes when the journal is cleared (it is bounded) and in a copy, which starts with an empty
-journal.
+``lineage`` (one ``Lineage`` per ``matrix_build.assemble``, shared by every copy, so that a copy
+taken before any placement still shares what either builds later). For those caches the matrix
+keeps stamps: every change bumps the node's entry in ``version`` (per-node caches compare stamps
+to find stale rows) and is appended to the ``journal`` (node indices, in order;
+``journal_since``), which summaries replay from the position they last saw. ``epoch`` names one
+journal: it changes when the journal is cleared (it is bounded) and in a copy, which starts with
+an empty journal.
 
 GPU accounting: ``gpu_free[n, d]`` is the free milli of device ``d`` (0..1000), -1 where node
 ``n`` has fewer than ``d + 1`` devices. A share (< 1000) takes milli from one device; ``k × 1000``
@@ -29,6 +30,21 @@ existing devices of ``1000 - gpu_free``.
 ``replicas[n]`` counts the replicas allocated on node ``n`` (a replica may request nothing, so
 ``allocated`` alone cannot say whether a node runs any): what removing a node must find at 0.
 
+Many replicas at once (``allocate_rows``, ``deallocate_rows``): a batch commit or a snapshot
+build allocates thousands of replicas, and ``allocate`` costs a fit check and a few numpy
+scalar writes each. Given as arrays (``ReplicaRows``: node, request row, devices per replica),
+the whole set is checked and applied in a handful of vectorised steps, with the very result of
+``allocate`` one by one in the rows' order: the same ``allocated``/``free``/``gpu_free`` and
+replica counts, each node's ``version`` bumped once per replica on it, and the journal holding
+the replicas' nodes in order (``record_changes``). Why the sums suffice: amounts are never
+negative, so every prefix of the replicas asks a node (or a device) for at most what all of
+them ask; the replicas fit one by one in their order exactly when, per node and column, the sum
+of their requests is within ``free``, and per device the sum of the milli they take is within
+its free milli. A whole device (``k × 1000``) takes 1000 milli, which fits a device only when it
+is fully free and nothing else on it adds up, as ``replica_fit_error`` demands one at a time.
+Devices that do not exist, or a replica naming a different number of devices than its GPU
+request needs, are refused too.
+
 Not thread-safe for writers: the cluster store serialises ``allocate``/``deallocate`` with
 readers. Concurrent readers are fine (the index guards its own refreshes).
 """
@@ -37,21 +53,19 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from strata_policy.model.objects import Node, RunningWorkload
-from strata_policy.model.resources import CPU, GPU, MEMORY, MILLI_PER_GPU, RESERVED, Resources
-from strata_policy.state import allocation
-from strata_policy.state.allocation import ReplicaRows
-from strata_policy.state.node_columns import NodeColumns
+from strata_policy.model.objects import Node
+from strata_policy.model.resources import GPU, MILLI_PER_GPU, Resources
 
 CPU_COL = 0
 MEMORY_COL = 1
 GPU_COL = 2
 
-_EPOCHS = itertools.count(1)
+EPOCHS = itertools.count(1)  # every journal's epoch, one count per process
 
 
 class MatrixIndex(Protocol):
@@ -66,7 +80,7 @@ class MatrixIndex(Protocol):
 
 
 class Lineage:
-    """Shared by a matrix and every copy of it, made anew by ``NodeMatrix.assemble`` (so by
+    """Shared by a matrix and every copy of it, made anew by ``matrix_build.assemble`` (so by
     every snapshot push and node change): where a reader keeps what it derives from the
     immutable node data alone (``placement.index`` keeps its ``LineageCaches`` in ``caches``).
     The matrix never reads it."""
@@ -77,15 +91,18 @@ class Lineage:
         self.caches: object = None
 
 
-def resource_columns(nodes: Sequence[Node]) -> tuple[str, ...]:
-    """The matrix's columns for ``nodes``: ``cpu``, ``memory``, ``gpu``, then every other
-    resource any node lists (even at 0), sorted."""
-    return columns_of({r for nd in nodes for r in nd.capacity})
+@dataclass(frozen=True, slots=True)
+class ReplicaRows:
+    """Replicas in the order they are allocated: replica ``i`` takes ``req[i]`` (a request row
+    over the matrix's columns) on node ``node[i]`` and the GPU devices ``devices[i]`` (-1
+    padded; any width)."""
 
+    node: np.ndarray
+    req: np.ndarray
+    devices: np.ndarray
 
-def columns_of(listed: set[str]) -> tuple[str, ...]:
-    """The matrix's columns for nodes listing the resources ``listed`` (``resource_columns``)."""
-    return (CPU, MEMORY, GPU, *sorted(listed - set(RESERVED)))
+    def __len__(self) -> int:
+        return int(self.node.shape[0])
 
 
 class NodeMatrix:
@@ -139,80 +156,6 @@ class NodeMatrix:
     lineage: Lineage
     placement_index: MatrixIndex | None
 
-    @classmethod
-    def from_nodes(cls, nodes: Sequence[Node]) -> NodeMatrix:
-        """The state of ``nodes`` with nothing allocated (capacities assumed validated)."""
-        if type(nodes) is NodeColumns:  # the same arrays, already made (copied: shared)
-            return cls.assemble(
-                nodes,
-                dict(nodes.node_index),
-                columns_of(set(nodes.listed)),
-                nodes.capacity.copy(),
-                nodes.schedulable.copy(),
-                nodes.models,
-                nodes.model_code.copy(),
-            )
-        nodes = tuple(nodes)
-        names = resource_columns(nodes)
-        col = {r: i for i, r in enumerate(names)}
-        capacity = np.zeros((len(nodes), len(names)), dtype=np.int64)
-        for n, nd in enumerate(nodes):
-            row = capacity[n]
-            for r, amount in nd.capacity.items():
-                row[col[r]] = amount
-        models = tuple(sorted({nd.gpu_model for nd in nodes} | {""}))
-        model_index = {m: i for i, m in enumerate(models)}
-        model_code = np.array([model_index[nd.gpu_model] for nd in nodes], dtype=np.int64)
-        schedulable = np.array([not nd.unschedulable for nd in nodes], dtype=np.bool_)
-        index = {nd.id: n for n, nd in enumerate(nodes)}
-        return cls.assemble(nodes, index, names, capacity, schedulable, models, model_code)
-
-    @classmethod
-    def assemble(
-        cls,
-        nodes: Sequence[Node],
-        index: dict[str, int],
-        names: tuple[str, ...],
-        capacity: np.ndarray,
-        schedulable: np.ndarray,
-        models: tuple[str, ...],
-        model_code: np.ndarray,
-    ) -> NodeMatrix:
-        """A matrix with nothing allocated from its node data already in arrays: what
-        ``from_nodes`` reads off the nodes, or what ``node_changes.rebuilt`` carries over from
-        a matrix and patches where nodes changed. The derived arrays are computed here, once,
-        for both."""
-        n_nodes = len(nodes)
-        devices = capacity[:, GPU_COL] // MILLI_PER_GPU
-        width = max(1, int(devices.max()) if n_nodes else 1)
-        gpu_free = np.where(np.arange(width)[None, :] < devices[:, None], MILLI_PER_GPU, -1)
-        self = cls.__new__(cls)
-        self.nodes = nodes
-        self.index = index
-        self.resources = names
-        self.resource_index = {r: i for i, r in enumerate(names)}
-        self.capacity = capacity
-        self.allocated = np.zeros_like(capacity)
-        self.free = capacity.copy()
-        self.gpu_free = np.ascontiguousarray(gpu_free, dtype=np.int64)
-        self.gpu_devices = devices.astype(np.int64)
-        self.schedulable = schedulable
-        with np.errstate(divide="ignore"):
-            self.inv_capacity = np.where(capacity > 0, 1.0 / capacity, 0.0)
-        top = capacity.max(axis=0) if n_nodes else np.zeros(len(names), dtype=np.int64)
-        with np.errstate(divide="ignore"):
-            self.inv_max_capacity = np.where(top > 0, 1.0 / top, 0.0)
-        self.model_code = model_code.reshape(n_nodes)
-        self.models = models
-        self.replicas = np.zeros(n_nodes, dtype=np.int64)
-        self.version = np.zeros(n_nodes, dtype=np.int64)
-        self.journal = np.empty(4 * n_nodes + 64, dtype=np.int64)
-        self.journal_len = 0
-        self.epoch = next(_EPOCHS)
-        self.lineage = Lineage()
-        self.placement_index = None
-        return self
-
     def copy(self) -> NodeMatrix:
         """A copy whose mutable arrays are its own, with an empty journal of its own epoch; the
         rest (and the ``lineage``) is shared, and the index gives the copy its own."""
@@ -226,7 +169,7 @@ class NodeMatrix:
         other.replicas = self.replicas.copy()
         other.journal = np.empty_like(self.journal)
         other.journal_len = 0
-        other.epoch = next(_EPOCHS)
+        other.epoch = next(EPOCHS)
         index = self.placement_index
         other.placement_index = None if index is None else index.for_copy(self, other)
         return other
@@ -327,7 +270,7 @@ class NodeMatrix:
             self.journal_len = at + 1
         else:  # full: start a new journal (readers rebuild what they derived from the old one)
             self.journal_len = 0
-            self.epoch = next(_EPOCHS)
+            self.epoch = next(EPOCHS)
 
     # -- totals -----------------------------------------------------------------------------
 
@@ -346,26 +289,48 @@ class NodeMatrix:
         """What node ``node_index`` has free, per resource (for messages and tests)."""
         return {r: int(self.free[node_index, i]) for i, r in enumerate(self.resources)}
 
-    # -- bulk -------------------------------------------------------------------------------
-
-    def allocate_running(self, workloads: Sequence[RunningWorkload]) -> bool:
-        """Allocate every placed replica of ``workloads`` (in order) at once, if all of them fit.
-
-        The vectorised path of building a pushed snapshot and of a large commit
-        (``allocation.allocate_rows``): the same state as ``allocate`` one by one. Returns False
-        and changes nothing when anything does not fit or is malformed; the caller then
-        allocates one by one to say precisely which replica fails.
-        """
-        rows = allocation.running_rows(self, workloads)
-        return rows is not None and allocation.allocate_rows(self, rows)
+    # -- many replicas at once (the module docstring) ------------------------------------
 
     def allocate_rows(self, rows: ReplicaRows) -> bool:
-        """``allocate_running`` for replicas given as arrays (``allocation.ReplicaRows``)."""
-        return allocation.allocate_rows(self, rows)
+        """Allocate every replica of ``rows`` if all of them fit (see the module docstring), and
+        return True; otherwise change nothing and return False (the caller allocates one by one
+        to say which replica fails)."""
+        if len(rows) == 0:
+            return True
+        sums = self._sums(rows)
+        if sums is None:
+            return False
+        added, used = sums
+        if (added > self.free).any() or (used > np.maximum(self.gpu_free, 0)).any():
+            return False
+        self.allocated += added
+        self.free -= added
+        self.gpu_free -= used
+        np.add.at(self.replicas, rows.node, 1)
+        self.record_changes(rows.node)
+        return True
 
     def deallocate_rows(self, rows: ReplicaRows) -> bool:
-        """The exact inverse of ``allocate_rows`` (``allocation.deallocate_rows``)."""
-        return allocation.deallocate_rows(self, rows)
+        """The exact inverse of ``allocate_rows``: ``deallocate`` of each replica of ``rows``, last
+        first (the same arrays, versions and journal), if each held what it frees; otherwise
+        change nothing and return False. By the module's argument in reverse: the replicas free
+        their amounts one by one exactly when the sums fit in what is allocated, and per device
+        in what is taken (1000 minus the free milli of a device that exists)."""
+        if len(rows) == 0:
+            return True
+        sums = self._sums(rows)
+        if sums is None:
+            return False
+        freed, given = sums
+        taken = np.where(self.gpu_free >= 0, MILLI_PER_GPU - self.gpu_free, 0)
+        if (freed > self.allocated).any() or (given > taken).any():
+            return False
+        self.allocated -= freed
+        self.free += freed
+        self.gpu_free += given
+        np.subtract.at(self.replicas, rows.node, 1)
+        self.record_changes(rows.node[::-1])
+        return True
 
     def record_changes(self, nodes: np.ndarray) -> None:
         """Note that one replica changed on each of ``nodes``, in order, as ``_apply`` does one
@@ -384,5 +349,35 @@ class NodeMatrix:
                 at += take
             else:
                 at = 0
-                self.epoch = next(_EPOCHS)
+                self.epoch = next(EPOCHS)
         self.journal_len = at
+
+    def _sums(self, rows: ReplicaRows) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per node and column the rows' amounts, per node and device the milli they take; None
+        when the rows are malformed (a node or device that does not exist, a negative amount, a
+        replica naming another number of devices than its GPU request needs)."""
+        node, req, devices = rows.node, rows.req, rows.devices
+        count = len(rows)
+        n_nodes, width = self.allocated.shape
+        depth = self.gpu_free.shape[1]
+        amounts = np.zeros(n_nodes * width, dtype=np.int64)
+        milli = np.zeros(n_nodes * depth, dtype=np.int64)
+        if node.min() < 0 or node.max() >= n_nodes or (req < 0).any():
+            return None
+        np.add.at(amounts, (node[:, None] * width + np.arange(width)).ravel(), req.ravel())
+        gpu = req[:, GPU_COL]
+        wanted = np.where(gpu >= MILLI_PER_GPU, gpu // MILLI_PER_GPU, (gpu > 0).astype(np.int64))
+        if devices.shape[1] > 1 and (devices[:, 1:] >= 0).any():
+            owners, slots = np.nonzero(devices >= 0)  # several devices per replica
+        else:
+            owners = np.flatnonzero(devices[:, 0] >= 0) if devices.shape[1] else wanted[:0]
+            slots = np.zeros_like(owners)
+        if not np.array_equal(np.bincount(owners, minlength=count), wanted):
+            return None
+        if owners.size:
+            device = devices[owners, slots]
+            owner = node[owners]
+            if (device >= self.gpu_devices[owner]).any():
+                return None
+            np.add.at(milli, owner * depth + device, np.minimum(gpu[owners], MILLI_PER_GPU))
+        return amounts.reshape(n_nodes, width), milli.reshape(n_nodes, depth)
