@@ -23,9 +23,10 @@ and ``slot_builders``: 31); the batch lane in the Place use case (``engine.place
 writes, once per distinct tuple, instead of by ``Placement``'s dataclass hash and equality
 (``model.objects``' 6,800 calls, and 1,800 of the encoder's 2,414, were per workload: 27);
 FGD's mode is checked with the bundle it scores (``FragArrays.check``, was
-``kernels.frag.check_fgd_mode``: 26).
+``kernels.frag.check_fgd_mode``: 26). Then (the tenth session) a batch's quota steps in one
+module (``quota.batch``, was ``quota.fair``, ``quota.groups`` and ``quota.bulk``: 24).
 
-The 26 that stay each hold a concern of their own, and none is a hop:
+The 24 that stay each hold a concern of their own, and none is a hop:
 
 - ``service``: ``place_request_decoder``, ``servicer`` (the handler), ``convert`` (the order
   and placement options, the same conversion Reclaim uses), ``result_encoder``.
@@ -38,9 +39,9 @@ The 26 that stay each hold a concern of their own, and none is a hop:
   ``cluster`` (the transaction), ``nodes`` (the matrix), ``allocation`` (many replicas
   allocated at once, exactly as one by one), ``running_table`` (the held workloads),
   ``taskmix`` (FGD's task mix, fed by each commit).
-- ``quota``: ``fair`` (the batch order), ``groups`` (the grouping the quota sums, the kernel
-  rows and the checks share, used by three layers), ``bulk`` (a run admitted whole), ``tree``
-  (usage and guarantees).
+- ``quota``: ``batch`` (a batch's quota steps: its groups, which the quota sums, the kernel
+  rows and the checks share; its order; a run admitted whole), ``tree`` (usage and
+  guarantees).
 - ``kernels``: ``api`` (the batch kernel's validating wrapper), ``search`` (the block search's
   state), ``arrays`` (the argument bundles and their checks).
 - ``model``: ``columns`` (the answer as columns, the value the encoder writes).
@@ -64,7 +65,7 @@ from strata_policy.model import Scope, Snapshot
 from strata_policy.service.servicer import PolicyServicer, method_handlers
 from strata_policy.testing import node
 
-MAX_MODULES = 26
+MAX_MODULES = 24
 BATCH = 1000
 
 

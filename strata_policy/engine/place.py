@@ -10,7 +10,7 @@ the batch lane here (``admit_and_place``), with the same answers and state.
 A batch may come with ``tags`` (the Place request decoder's, ``service.place_request_decoder``):
 ``tags[i]`` is workload ``i``'s, and workloads whose tags are the same object are equal in every
 field but ``id`` and ``queued_at_ms``. The lane groups such a batch by tag
-(``quota.groups.group_tagged``) and checks one workload per tag
+(``quota.batch.group_tagged``) and checks one workload per tag
 (``state.request_checks.tagged_plainly_valid``), instead of reading every workload's fields;
 the answers are the same as without tags.
 
@@ -21,7 +21,7 @@ faster:
 - **Quota fast lane.** When ``quota.admit_all`` finds that no limit, guarantee or the headroom
   can bind inside a run of workloads, every workload of the run is ADMITTED (with a known
   ``borrowed``) whichever of the ones before it end up placed. The run is grouped once
-  (``quota.groups``: the quota sums and the kernel rows are worked out per group), placed by
+  (``quota.batch``: the quota sums and the kernel rows are worked out per group), placed by
   one kernel call (``place_columns``) and committed from the kernel's columns with one
   ``ClusterState.add_many``: no per-workload quota decision, charge or refund, no
   ``PlacementOutcome`` for a placed workload, and its replicas allocated from the kernel's
@@ -65,7 +65,7 @@ from strata_policy.model.columns import Part
 from strata_policy.placement.outputs import running_many
 from strata_policy.placement.place import PlacementOptions, place_columns
 from strata_policy.quota import RunAdmitted, admit_all, batch_order
-from strata_policy.quota.groups import Groups, group, group_tagged
+from strata_policy.quota.batch import Groups, group, group_tagged
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.request_checks import (
     check_ids,
