@@ -46,6 +46,7 @@ from strata_policy.state.changes import Change, ChangeKind, Delta
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.request_checks import check_request_ids
 from strata_policy.state.store import Limits, RequestKey, Store, request_digest
+from strata_policy.state.taskmix import MAX_PENDING
 
 log = structlog.get_logger("strata.engine")
 T = TypeVar("T")
@@ -152,10 +153,11 @@ class Committer:
                 state.end(rollback=not committed)  # an error, a dry run, or nothing changed
             if not committed:  # a call that changed nothing is remembered all the same
                 answer = finish(state.generation)
-            elif len(upserts) == 1:  # one Admit's: no shape table for a batch
-                state.task_mix.observe(upserts[0].workload)
-            elif upserts:
-                state.task_mix.observe_many(map(_WORKLOAD, upserts))
+            elif upserts:  # counted when the mix is next read (state.taskmix: FGD only)
+                pending = state.task_mix.pending
+                pending.append(map(_WORKLOAD, upserts))
+                if len(pending) >= MAX_PENDING:
+                    state.task_mix.fold()
             if committed and self.journal is not None:
                 self.checkpoint(state)
             if digest:
