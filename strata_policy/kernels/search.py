@@ -22,7 +22,7 @@ from strata_policy.kernels.arrays import check_array as _check
 from strata_policy.kernels.blocks import _blocks_place
 from strata_policy.kernels.fit import DOT_PRODUCT, FIRST_FIT
 from strata_policy.kernels.layout import BLOCK_SIZE, BlockLayout, _compiled, blocks_per_super
-from strata_policy.kernels.summaries import _SUBSETS, _SUM_ROWS, _refresh_blocks
+from strata_policy.kernels.summaries import _refresh_blocks
 
 _NONE = np.zeros(0, dtype=np.int64)
 
@@ -124,17 +124,7 @@ class BlockIndex:
             raise ValueError("the first three columns must be cpu, memory, gpu")
         self.layout = layout
         self._state = NodeArrays(free, gpu_free, capacity, inv_cap, inv_max_cap)
-        self.summaries = BlockSummaries(
-            block_high=np.empty((nb, r), dtype=np.int64),
-            block_low=np.empty((nb, r), dtype=np.int64),
-            block_offer=np.empty(nb, dtype=np.int64),
-            block_sums=np.zeros((nb, _SUM_ROWS, _SUBSETS), dtype=np.float64),  # subset 0 unused
-            super_high=np.empty((ns, r), dtype=np.int64),
-            super_low=np.empty((ns, r), dtype=np.int64),
-            super_offer=np.empty(ns, dtype=np.int64),
-            super_sums=np.zeros((ns, _SUM_ROWS, _SUBSETS), dtype=np.float64),
-            node_offer=np.empty(n, dtype=np.int64),
-        )
+        self.summaries = BlockSummaries.empty(nb, ns, n, r)
         self._bind()
         self.refresh(None)
 
@@ -152,7 +142,7 @@ class BlockIndex:
         other = BlockIndex.__new__(BlockIndex)
         other.layout = self.layout
         other._state = self._state._replace(free=free, gpu_free=gpu_free)
-        other.summaries = BlockSummaries(*(a.copy() for a in self.summaries))
+        other.summaries = BlockSummaries._make(map(np.ndarray.copy, self.summaries))
         other._bind()
         return other
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from strata_policy.kernels import snapshot_wire
-from strata_policy.kernels.api import place_batch_arrays, refresh_frag_rows
-from strata_policy.kernels.arrays import FragArrays
+from strata_policy.kernels.arrays import FragArrays, place_batch_arrays, refresh_frag_rows
 from strata_policy.kernels.proto_records import scan_kernel, write_kernel
 from strata_policy.kernels.score_tree import ScoreTree
 from strata_policy.kernels.search import BlockIndex, BlockLayout
@@ -87,7 +86,8 @@ def warmup() -> None:
             fgd_mode=policy % 3,
             tree_of=np.array([0, -1] if policy == 6 else [-1, -1], dtype=np.int64),
             n_trees=1,
-            blocks=blocks,
+            layout=None if blocks is None else blocks.layout,
+            summaries=None if blocks is None else blocks.summaries,
             mask_blocks=levels[0][None, :],
             mask_supers=levels[1][None, :],
         )

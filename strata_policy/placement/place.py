@@ -271,7 +271,8 @@ def _place(
         fgd_mode=FGD_MODES[options.fgd_score],
         tree_of=tree_of,
         n_trees=n_trees,
-        blocks=blocks,
+        layout=None if blocks is None else blocks.layout,
+        summaries=None if blocks is None else blocks.summaries,
         mask_blocks=shapes.mask_blocks,
         mask_supers=shapes.mask_supers,
     )
