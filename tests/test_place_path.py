@@ -27,9 +27,13 @@ FGD's mode is checked with the bundle it scores (``FragArrays.check``, was
 module (``quota.batch``, was ``quota.fair``, ``quota.groups`` and ``quota.bulk``: 24); a
 commit hands FGD's task mix its workloads to count when FGD next reads it (``state.taskmix``
 left the path: 23); the batch kernel's wrapper beside the bundles it checks, one check per
-bundle (``kernels.arrays``, was also ``kernels.api``; 26 array checks per Place are 5: 22).
+bundle (``kernels.arrays``, was also ``kernels.api``; 26 array checks per Place are 5: 22);
+the block search's Python side in the placement index that owns it (``BlockIndex`` in
+``placement.index``, was ``kernels.search``, which keeps the kernels' names; the caches of
+immutable node data moved out to ``placement.lineage``, off the path, their node ids made with
+them: 21).
 
-The 22 that stay each hold a concern of their own, and none is a hop:
+The 21 that stay each hold a concern of their own, and none is a hop:
 
 - ``service``: ``place_request_decoder``, ``servicer`` (the handler), ``convert`` (the order
   and placement options, the same conversion Reclaim uses), ``result_encoder``.
@@ -37,7 +41,8 @@ The 22 that stay each hold a concern of their own, and none is a hop:
   embedders share: one forwarding frame), ``place`` (the use case and its batch lane),
   ``commit`` (the lock, idempotency, journal-first commit, the generation).
 - ``placement``: ``place`` (the policy), ``inputs`` (kernel rows and masks), ``index`` (the
-  caches and their lifetimes), ``outputs`` (the kernel's answer as values).
+  caches of a matrix's state and their lifetimes, with the block search it owns), ``outputs``
+  (the kernel's answer as values).
 - ``state``: ``request_checks`` (every check of a request), ``store`` (clusters, locks),
   ``cluster`` (the transaction), ``nodes`` (the matrix), ``allocation`` (many replicas
   allocated at once, exactly as one by one), ``running_table`` (the held workloads).
@@ -45,7 +50,7 @@ The 22 that stay each hold a concern of their own, and none is a hop:
   rows and the checks share; its order; a run admitted whole), ``tree`` (usage and
   guarantees).
 - ``kernels``: ``arrays`` (the batch kernel's validating wrapper, its argument bundles and
-  their checks), ``search`` (the block search's state).
+  their checks).
 - ``model``: ``columns`` (the answer as columns, the value the encoder writes).
 
 Run this file with ``-s`` to see the modules and their calls.
@@ -67,7 +72,7 @@ from strata_policy.model import Scope, Snapshot
 from strata_policy.service.servicer import PolicyServicer, method_handlers
 from strata_policy.testing import node
 
-MAX_MODULES = 22
+MAX_MODULES = 21
 BATCH = 1000
 
 

@@ -21,8 +21,8 @@ from strata_policy.kernels.fit import (
     RANDOM,
 )
 from strata_policy.kernels.frag import FGD_PAPER, FGD_REFINED, FGD_UNTRUNCATED
+from strata_policy.kernels.layout import BlockLayout
 from strata_policy.kernels.score_tree import ScoreTree
-from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery, device_set
 from strata_policy.kernels.warmup import warmup
 
 __all__ = [
@@ -38,12 +38,9 @@ __all__ = [
     "MOST_ALLOCATED",
     "RANDOM",
     "BatchArrays",
-    "BlockIndex",
     "BlockLayout",
-    "BlockQuery",
     "FragArrays",
     "ScoreTree",
-    "device_set",
     "place_batch_arrays",
     "refresh_frag_rows",
     "warmup",

@@ -31,7 +31,8 @@ import numpy as np
 from strata_policy.model.objects import HOSTNAME_KEY, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU
 from strata_policy.placement.explain import MODEL_MISMATCH, SELECTOR_MISMATCH, UNSCHEDULABLE
-from strata_policy.placement.index import MAX_SHAPES, LineageCaches, MaskKey, index_of, remember
+from strata_policy.placement.index import index_of
+from strata_policy.placement.lineage import MAX_SHAPES, LineageCaches, MaskKey, remember
 from strata_policy.quota.batch import Groups, group
 from strata_policy.state.nodes import NodeMatrix
 

@@ -38,7 +38,8 @@ from strata_policy.model import (
 )
 from strata_policy.model.resources import Resources
 from strata_policy.model.slots import setters
-from strata_policy.placement.index import MAX_PLACEMENTS, index_of, remember
+from strata_policy.placement.index import index_of
+from strata_policy.placement.lineage import MAX_PLACEMENTS, remember
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.validate import MAX_DEVICES_PER_NODE
 
@@ -154,7 +155,7 @@ def batch_placements(
     new = miss[code[miss] >= 0]  # one replica, at most one device, not cached yet: by column
     if new.size:
         rows = offsets[new]
-        names = list(map(lineage.node_ids(matrix).__getitem__, node[rows].tolist()))
+        names = list(map(lineage.node_ids.__getitem__, node[rows].tolist()))
         devs = list(map(_DEVICES.__getitem__, (devices[rows, 0] + 1).tolist()))
         made = list(zip(placement_many(names, devs)))  # zip of one: 1-tuples
         cache.update(zip(code[new].tolist(), made, strict=True))
