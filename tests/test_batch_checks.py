@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import (
     Decision,
-    PlacedColumns,
     Placement,
     RunningWorkload,
     Snapshot,
@@ -20,6 +19,7 @@ from strata_policy.model import (
 from strata_policy.model.resources import MAX_AMOUNT
 from strata_policy.model.slots import setters
 from strata_policy.placement import outputs
+from strata_policy.placement.outputs import PlacedColumns
 from strata_policy.quota.batch import group
 from strata_policy.state import request_checks
 from strata_policy.state.cluster import ClusterState

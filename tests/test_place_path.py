@@ -31,9 +31,10 @@ bundle (``kernels.arrays``, was also ``kernels.api``; 26 array checks per Place 
 the block search's Python side in the placement index that owns it (``BlockIndex`` in
 ``placement.index``, was ``kernels.search``, which keeps the kernels' names; the caches of
 immutable node data moved out to ``placement.lineage``, off the path, their node ids made with
-them: 21).
+them: 21); a batch's PLACED results held in columns beside the other values made through
+slots from the kernel's answer (``placement.outputs``, was ``model.columns``: 20).
 
-The 21 that stay each hold a concern of their own, and none is a hop:
+The 20 that stay each hold a concern of their own, and none is a hop:
 
 - ``service``: ``place_request_decoder``, ``servicer`` (the handler), ``convert`` (the order
   and placement options, the same conversion Reclaim uses), ``result_encoder``.
@@ -42,7 +43,7 @@ The 21 that stay each hold a concern of their own, and none is a hop:
   ``commit`` (the lock, idempotency, journal-first commit, the generation).
 - ``placement``: ``place`` (the policy), ``inputs`` (kernel rows and masks), ``index`` (the
   caches of a matrix's state and their lifetimes, with the block search it owns), ``outputs``
-  (the kernel's answer as values).
+  (the kernel's answer as values, a batch's PLACED results held in columns among them).
 - ``state``: ``request_checks`` (every check of a request), ``store`` (clusters, locks),
   ``cluster`` (the transaction), ``nodes`` (the matrix), ``allocation`` (many replicas
   allocated at once, exactly as one by one), ``running_table`` (the held workloads).
@@ -51,7 +52,6 @@ The 21 that stay each hold a concern of their own, and none is a hop:
   guarantees).
 - ``kernels``: ``arrays`` (the batch kernel's validating wrapper, its argument bundles and
   their checks).
-- ``model``: ``columns`` (the answer as columns, the value the encoder writes).
 
 Run this file with ``-s`` to see the modules and their calls.
 """
@@ -72,7 +72,7 @@ from strata_policy.model import Scope, Snapshot
 from strata_policy.service.servicer import PolicyServicer, method_handlers
 from strata_policy.testing import node
 
-MAX_MODULES = 21
+MAX_MODULES = 20
 BATCH = 1000
 
 

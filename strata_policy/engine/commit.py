@@ -75,7 +75,7 @@ class DecisionObserver(Protocol):
         self, method: str, results: Sequence[WorkloadResult], placed: int = 0
     ) -> None:
         """One Admit or Place batch's results: ``results``, and ``placed`` more that are
-        PLACED without reasons (held in columns, ``model.columns``)."""
+        PLACED without reasons (held in columns, ``placement.outputs``)."""
 
     def observe_reclaim(self, result: ReclaimResult) -> None:
         """One Reclaim's answer."""

@@ -37,13 +37,13 @@ from strata_policy.errors import ClusterNotFound
 from strata_policy.model import (
     BatchResult,
     ClusterInfo,
-    ColumnarBatch,
     Order,
     ReclaimResult,
     ReleaseResult,
     Snapshot,
     Workload,
 )
+from strata_policy.placement.outputs import ColumnarBatch
 from strata_policy.placement.place import PlacementOptions
 from strata_policy.state.changes import Change, Delta
 from strata_policy.state.store import Limits, Store
@@ -276,7 +276,7 @@ class Engine:
         caller: str = "",
         body_digest: bytes = b"",
     ) -> ColumnarBatch:
-        """``place``, its results as the batch lane makes them (``model.columns``): for a
+        """``place``, its results as the batch lane makes them (``placement.outputs``): for a
         caller that writes them out rather than reading values (the Place RPC), the
         ``WorkloadResult`` of each workload placed through the lane is never built.
         ``place`` is this call's ``batch_result()``; a retried ``request_id`` is answered

@@ -25,7 +25,7 @@ faster:
   one kernel call (``place_columns``) and committed from the kernel's columns with one
   ``ClusterState.add_many``: no per-workload quota decision, charge or refund, no
   ``PlacementOutcome`` for a placed workload, and its replicas allocated from the kernel's
-  arrays. A run placed in full is answered in columns (``model.PlacedColumns``): its
+  arrays. A run placed in full is answered in columns (``placement.outputs.PlacedColumns``): its
   ``WorkloadResult`` values are built only for a caller that reads them (``Engine.place``),
   not for the Place RPC, which writes the columns to the wire.
 - **Chunks decided one by one** (``place_one_by_one.decide_and_place``) otherwise, with the
@@ -53,16 +53,8 @@ from strata_policy.engine.place_one_by_one import (
     place_admitted,
 )
 from strata_policy.errors import FieldViolation, InvalidArgument
-from strata_policy.model import (
-    ColumnarBatch,
-    Decision,
-    Order,
-    PlacedColumns,
-    Workload,
-    WorkloadResult,
-)
-from strata_policy.model.columns import Part
-from strata_policy.placement.outputs import running_many
+from strata_policy.model import Decision, Order, Workload, WorkloadResult
+from strata_policy.placement.outputs import ColumnarBatch, Part, PlacedColumns, running_many
 from strata_policy.placement.place import PlacementOptions, place_columns
 from strata_policy.quota import RunAdmitted, admit_all, batch_order
 from strata_policy.quota.batch import Groups, group, group_tagged
@@ -96,7 +88,7 @@ def place(
     given_digest: bytes,
 ) -> ColumnarBatch:
     """Place on the cluster and commit (unless a dry run); the answer in columns
-    (``model.columns``: a run the lane placed in full is never turned into values)."""
+    (``placement.outputs``: a run the lane placed in full is never turned into values)."""
     c.limits.check_batch(len(workloads) + len(workload_ids), replicas(workloads))
     check_options(options)
     if tags is not None and len(tags) != len(workloads):
@@ -189,7 +181,7 @@ def admit_and_place(
 ) -> list[Part]:
     """The results of admitting and placing ``workloads`` one by one in ``order`` (FIFO or
     PRIORITY: orders fixed before any decision), committed to ``state``, in order as parts
-    (``model.columns``): a run placed in full is one ``PlacedColumns``, no values built.
+    (``placement.outputs``): a run placed in full is one ``PlacedColumns``, no values built.
 
     With ``tags`` (the module docstring: ``tags[i]`` is workload ``i``'s), each
     run is grouped by its tags (``group_tagged``), the same groups ``group`` finds from the
