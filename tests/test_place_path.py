@@ -23,16 +23,14 @@ and ``slot_builders``: 31); the batch lane in the Place use case (``engine.place
 writes, once per distinct tuple, instead of by ``Placement``'s dataclass hash and equality
 (``model.objects``' 6,800 calls, and 1,800 of the encoder's 2,414, were per workload: 27);
 FGD's mode is checked with the bundle it scores (``FragArrays.check``, was
-``kernels.frag.check_fgd_mode``: 26). Then (the tenth session) a batch's quota steps in one
-module (``quota.batch``, was ``quota.fair``, ``quota.groups`` and ``quota.bulk``: 24); a
-commit hands FGD's task mix its workloads to count when FGD next reads it (``state.taskmix``
-left the path: 23); the batch kernel's wrapper beside the bundles it checks, one check per
-bundle (``kernels.arrays``, was also ``kernels.api``; 26 array checks per Place are 5: 22);
-the block search's Python side in the placement index that owns it (``BlockIndex`` in
-``placement.index``, was ``kernels.search``, which keeps the kernels' names; the caches of
-immutable node data moved out to ``placement.lineage``, off the path, their node ids made with
-them: 21); a batch's PLACED results held in columns beside the other values made through
-slots from the kernel's answer (``placement.outputs``, was ``model.columns``: 20).
+``kernels.frag.check_fgd_mode``: 26). Then 20 (the tenth session): a batch's quota steps in one
+module (``quota.batch``, was ``quota.fair``, ``quota.groups``, ``quota.bulk``), the batch
+kernel's wrapper beside the bundles it checks, one check call per bundle (``kernels.arrays``,
+was also ``kernels.api``), the block search's Python side in the placement index that owns it
+(``placement.index``, was ``kernels.search``; the lineage's caches moved to
+``placement.lineage``, off the path), a batch's results in columns with the other values built
+through slots (``placement.outputs``, was ``model.columns``), and FGD's task mix counting a
+commit's workloads only when FGD next reads it (``state.taskmix`` left the path).
 
 The 20 that stay each hold a concern of their own, and none is a hop:
 
