@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import (
     Decision,
-    PlacedColumns,
     Placement,
     RunningWorkload,
     Snapshot,
@@ -20,7 +19,8 @@ from strata_policy.model import (
 from strata_policy.model.resources import MAX_AMOUNT
 from strata_policy.model.slots import setters
 from strata_policy.placement import outputs
-from strata_policy.quota import groups
+from strata_policy.placement.outputs import PlacedColumns
+from strata_policy.quota.batch import group
 from strata_policy.state import request_checks
 from strata_policy.state.cluster import ClusterState
 from strata_policy.testing import node, scope
@@ -169,7 +169,7 @@ alike = st.builds(
 def test_groups_hold_workloads_alike_in_all_the_lane_reads(workloads: list[Workload]) -> None:
     """Workloads of one group agree on scope, request, replicas, selector, model and spread;
     groups are numbered by first appearance and their sizes add up."""
-    found = groups.group(workloads)
+    found = group(workloads)
     assert len(found.group) == len(workloads)
     assert sum(found.sizes) == len(workloads)
     seen: list[int] = []

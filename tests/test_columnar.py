@@ -1,4 +1,4 @@
-"""A batch's results in columns (``model.columns``) are the values ``Engine.place`` answers,
+"""A batch's results in columns (``placement.outputs``) are the values ``Engine.place`` answers,
 and ``result_encoder.columnar_bytes`` writes them as ``response_bytes`` writes those values."""
 
 from __future__ import annotations
@@ -15,10 +15,8 @@ from strata.policy.v1 import policy_service_pb2 as svc
 from strata_policy.engine import Engine
 from strata_policy.errors import StrataError
 from strata_policy.model import (
-    ColumnarBatch,
     Decision,
     Order,
-    PlacedColumns,
     Placement,
     Reason,
     ReasonCode,
@@ -27,8 +25,8 @@ from strata_policy.model import (
     Workload,
     WorkloadResult,
 )
-from strata_policy.model.columns import Part
 from strata_policy.model.resources import Resources
+from strata_policy.placement.outputs import ColumnarBatch, Part, PlacedColumns
 from strata_policy.placement.place import PlacementOptions
 from strata_policy.service import result_encoder
 from strata_policy.service.metrics import Metrics

@@ -17,7 +17,8 @@ from message_servicer import add_results
 from strata.policy.v1 import policy_service_pb2 as svc
 from strata.policy.v1 import types_pb2 as pb
 
-from strata_policy.model import ColumnarBatch, PlacedColumns, Placement, Workload, WorkloadResult
+from strata_policy.model import Placement, Workload, WorkloadResult
+from strata_policy.placement.outputs import ColumnarBatch, PlacedColumns
 from strata_policy.service import (
     convert,
     place_request_decoder,

@@ -23,33 +23,42 @@ and ``slot_builders``: 31); the batch lane in the Place use case (``engine.place
 writes, once per distinct tuple, instead of by ``Placement``'s dataclass hash and equality
 (``model.objects``' 6,800 calls, and 1,800 of the encoder's 2,414, were per workload: 27);
 FGD's mode is checked with the bundle it scores (``FragArrays.check``, was
-``kernels.frag.check_fgd_mode``: 26). Then 22: the clusters' registry and idempotency memory in
-the module of the commit protocol that uses them (``engine.commit``, was ``state.store``: 25);
-``Engine`` assembled from its use cases' methods, so the Place RPC calls ``engine.place``'s
-own (``engine.core`` forwarded it: 24); many replicas allocated as the matrix's own method
-(``state.nodes``, was ``state.allocation``: 23); a request's enums and placement options read by
-the servicer beside its other fields (was ``service.convert``: 22); and what a commit runs of
-``state.cluster`` is ``state.cluster_core``, split from building, reads and removals (no change
-to the count).
+``kernels.frag.check_fgd_mode``: 26). Then 16 (the tenth session), engine and state: the
+clusters' registry and idempotency memory in the module of the commit protocol that uses them
+(``engine.commit``, was ``state.store``); ``Engine`` assembled from its use cases' methods, so
+the Place RPC calls ``engine.place``'s own (``engine.core`` forwarded it); many replicas
+allocated as the matrix's own method (``state.nodes``, was ``state.allocation``); a request's
+enums and placement options read by the servicer beside its other fields (was
+``service.convert``); what a commit runs of ``state.cluster`` is ``state.cluster_core``, split
+from building, reads and removals (no change to the count). Quota, kernels and placement: a
+batch's quota steps in one module (``quota.batch``, was ``quota.fair``, ``quota.groups``,
+``quota.bulk``); the batch kernel's wrapper beside the bundles it checks, one check call per
+bundle (``kernels.arrays``, was also ``kernels.api``); the block search's Python side in the
+placement index that owns it (``placement.index``, was ``kernels.search``; the lineage's caches
+moved to ``placement.lineage``, off the path); a batch's results in columns with the other
+values built through slots (``placement.outputs``, was ``model.columns``); FGD's task mix
+counting a commit's workloads only when FGD next reads it (``state.taskmix`` left the path).
 
-The 22 that stay each hold a concern of their own, and none is a hop:
+The 16 that stay each hold a concern of their own, and none is a hop:
 
 - ``service``: ``place_request_decoder``, ``servicer`` (the handler, and a request's enums and
   placement options), ``result_encoder``.
 - ``engine``: ``place`` (the use case, its batch lane, and ``Engine.place_columnar`` itself),
   ``commit`` (the clusters and their locks, idempotency, journal-first commit, the generation).
 - ``placement``: ``place`` (the policy), ``inputs`` (kernel rows and masks), ``index`` (the
-  caches and their lifetimes), ``outputs`` (the kernel's answer as values).
+  caches of a matrix's state and their lifetimes, with the block search it owns), ``outputs``
+  (the kernel's answer as values, a batch's PLACED results held in columns among them).
 - ``state``: ``request_checks`` (every check of a request), ``cluster_core`` (the transaction
   and the adds a commit makes), ``nodes`` (the matrix, its replicas allocated one at a time or
-  many at once), ``running_table`` (the held workloads), ``taskmix`` (FGD's task mix, fed by
-  each commit).
-- ``quota``: ``fair`` (the batch order), ``groups`` (the grouping the quota sums, the kernel
-  rows and the checks share, used by three layers), ``bulk`` (a run admitted whole), ``tree``
-  (usage and guarantees).
-- ``kernels``: ``api`` (the batch kernel's validating wrapper), ``search`` (the block search's
-  state), ``arrays`` (the argument bundles and their checks).
-- ``model``: ``columns`` (the answer as columns, the value the encoder writes).
+  many at once), ``running_table`` (the held workloads).
+- ``quota``: ``batch`` (a batch's quota steps: its groups, which the quota sums, the kernel
+  rows and the checks share; its order; a run admitted whole), ``tree`` (usage and
+  guarantees).
+- ``kernels``: ``arrays`` (the batch kernel's validating wrapper, its argument bundles and
+  their checks).
+
+Without the JIT (``NUMBA_DISABLE_JIT=1``) the kernels themselves run as Python and would be
+counted, so these tests measure the compiled path only and skip there.
 
 Run this file with ``-s`` to see the modules and their calls.
 """
@@ -60,6 +69,7 @@ import sys
 from types import FrameType
 from typing import Any
 
+import numba
 import pytest
 from fake_context import Context
 from strata.policy.v1 import policy_service_pb2 as svc
@@ -70,8 +80,12 @@ from strata_policy.model import Scope, Snapshot
 from strata_policy.service.servicer import PolicyServicer, method_handlers
 from strata_policy.testing import node
 
-MAX_MODULES = 22
+MAX_MODULES = 16
 BATCH = 1000
+
+pytestmark = pytest.mark.skipif(
+    bool(numba.config.DISABLE_JIT), reason="without the JIT the kernels run as Python and count"
+)
 
 
 def _request(prefix: str) -> bytes:

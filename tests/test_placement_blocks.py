@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from naive_placement import naive_from_matrix
 
-from strata_policy.kernels import BlockIndex, BlockLayout, search
+from strata_policy.kernels import BlockLayout, search
 from strata_policy.kernels.bounds import _bound_rows, _weight_terms
 from strata_policy.model import Node, Policy, Workload
-from strata_policy.placement.index import index_of
+from strata_policy.placement.index import BlockIndex, device_set, index_of
 from strata_policy.placement.inputs import _build_mask, request_row, weight_rows
 from strata_policy.placement.place import POLICY_CODES, PlacementOptions, place_batch, place_one
 from strata_policy.state.matrix_build import matrix_from_nodes
@@ -387,7 +387,7 @@ def test_nodes_with_more_than_62_devices(
 )
 def test_device_set(bits: int, devices: tuple[int, ...]) -> None:
     """A bit set's devices, ascending, whether the kernel ran compiled or as plain Python."""
-    assert search.device_set(bits) == devices
+    assert device_set(bits) == devices
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
-"""The placement index's lifetimes (``placement.index``): what a copy shares and what it owns,
-what a commit invalidates, what is bounded, and that an index kept up to date through any
-sequence of commits and copies answers exactly as one built fresh on the same state."""
+"""The placement index's lifetimes (``placement.index`` and its ``placement.lineage`` caches):
+what a copy shares and what it owns, what a commit invalidates, what is bounded, and that an
+index kept up to date through any sequence of commits and copies answers exactly as one built
+fresh on the same state."""
 
 from __future__ import annotations
 
@@ -17,15 +18,9 @@ from hypothesis import strategies as st
 
 from strata_policy.model import Policy
 from strata_policy.placement import index as index_module
-from strata_policy.placement.index import (
-    MAX_FRAG_STATS,
-    MAX_LABEL_KEYS,
-    LineageCaches,
-    PlacementIndex,
-    index_of,
-    remember,
-)
+from strata_policy.placement.index import PlacementIndex, index_of
 from strata_policy.placement.inputs import search_levels, static_mask
+from strata_policy.placement.lineage import MAX_FRAG_STATS, MAX_LABEL_KEYS, LineageCaches, remember
 from strata_policy.placement.place import PlacementOptions, place_one
 from strata_policy.state.matrix_build import matrix_from_nodes
 from strata_policy.state.nodes import Lineage, NodeMatrix
@@ -295,7 +290,7 @@ def answers(m: NodeMatrix, index: PlacementIndex) -> list[object]:
     out: list[object] = [a.tolist() for a in index.block_index(m).summaries]
     stats = index.frag_stats(m, T_GPU)
     out += [stats.count_ge.tolist(), stats.below.tolist()]
-    out += [index.lineage.node_ids(m), index.lineage.zero_request(m)]
+    out += [index.lineage.node_ids, index.lineage.zero_request(m)]
     for wl in PROBES:
         mask = static_mask(m, wl)
         out += [mask.mask.tolist(), mask.blocks.tolist(), dict(mask.counts)]

@@ -8,7 +8,8 @@ import pytest
 
 from strata_policy.engine.commit import RequestKey, Store, request_digest
 from strata_policy.errors import ClusterNotFound, RequestIdReused
-from strata_policy.model import BatchResult, ColumnarBatch, Decision, PlacedColumns, WorkloadResult
+from strata_policy.model import BatchResult, Decision, WorkloadResult
+from strata_policy.placement.outputs import ColumnarBatch, PlacedColumns
 from strata_policy.state.request_checks import Limits
 from strata_policy.testing import node, snapshot
 

@@ -14,7 +14,7 @@ from strata_policy.engine import Engine, place
 from strata_policy.errors import InvalidArgument
 from strata_policy.model import BatchResult, Order, Policy, Snapshot, Workload
 from strata_policy.placement.place import PlacementOptions
-from strata_policy.quota.groups import group, group_tagged, representatives
+from strata_policy.quota.batch import group, group_tagged, representatives
 from strata_policy.testing import node, scope
 
 pytestmark = pytest.mark.nojit  # also run without the JIT (Makefile: test)

@@ -23,7 +23,6 @@ from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy.model import (
     Decision,
-    PlacedColumns,
     Placement,
     Reason,
     ReasonCode,
@@ -32,6 +31,7 @@ from strata_policy.model import (
     Workload,
     WorkloadResult,
 )
+from strata_policy.placement.outputs import PlacedColumns
 from strata_policy.service.field_coverage import descriptor
 
 Strategies = Mapping[str, st.SearchStrategy[Any]]

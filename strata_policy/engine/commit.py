@@ -73,6 +73,7 @@ from strata_policy.model import ReclaimResult, RunningWorkload, Snapshot, Worklo
 from strata_policy.state.changes import Change, ChangeKind, Delta
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.request_checks import Limits, check_request_ids
+from strata_policy.state.taskmix import MAX_PENDING
 
 log = structlog.get_logger("strata.engine")
 T = TypeVar("T")
@@ -202,7 +203,7 @@ class Store:
     def remember(self, key: RequestKey, digest: bytes, answer: object) -> None:
         """Remember a committed call's answer for retries, oldest forgotten first, bounded both
         in entries and in results held (a batch answer weighs its number of results: its
-        ``results``, or its own ``len`` for one that has it, ``model.ColumnarBatch``). A call
+        ``results``, or its own ``len`` for one that has it, ``placement.outputs.ColumnarBatch``). A call
         without a ``digest`` is not remembered."""
         if not digest:
             return
@@ -252,7 +253,7 @@ class DecisionObserver(Protocol):
         self, method: str, results: Sequence[WorkloadResult], placed: int = 0
     ) -> None:
         """One Admit or Place batch's results: ``results``, and ``placed`` more that are
-        PLACED without reasons (held in columns, ``model.columns``)."""
+        PLACED without reasons (held in columns, ``placement.outputs``)."""
 
     def observe_reclaim(self, result: ReclaimResult) -> None:
         """One Reclaim's answer."""
@@ -330,10 +331,11 @@ class Committer:
                 state.end(rollback=not committed)  # an error, a dry run, or nothing changed
             if not committed:  # a call that changed nothing is remembered all the same
                 answer = finish(state.generation)
-            elif len(upserts) == 1:  # one Admit's: no shape table for a batch
-                state.task_mix.observe(upserts[0].workload)
-            elif upserts:
-                state.task_mix.observe_many(map(_WORKLOAD, upserts))
+            elif upserts:  # counted when the mix is next read (state.taskmix: FGD only)
+                pending = state.task_mix.pending
+                pending.append(map(_WORKLOAD, upserts))
+                if len(pending) >= MAX_PENDING:
+                    state.task_mix.fold()
             if committed and self.journal is not None:
                 self.checkpoint(state)
             if digest:

@@ -10,7 +10,7 @@ the batch lane here (``admit_and_place``), with the same answers and state.
 A batch may come with ``tags`` (the Place request decoder's, ``service.place_request_decoder``):
 ``tags[i]`` is workload ``i``'s, and workloads whose tags are the same object are equal in every
 field but ``id`` and ``queued_at_ms``. The lane groups such a batch by tag
-(``quota.groups.group_tagged``) and checks one workload per tag
+(``quota.batch.group_tagged``) and checks one workload per tag
 (``state.request_checks.tagged_plainly_valid``), instead of reading every workload's fields;
 the answers are the same as without tags.
 
@@ -21,11 +21,11 @@ faster:
 - **Quota fast lane.** When ``quota.admit_all`` finds that no limit, guarantee or the headroom
   can bind inside a run of workloads, every workload of the run is ADMITTED (with a known
   ``borrowed``) whichever of the ones before it end up placed. The run is grouped once
-  (``quota.groups``: the quota sums and the kernel rows are worked out per group), placed by
+  (``quota.batch``: the quota sums and the kernel rows are worked out per group), placed by
   one kernel call (``place_columns``) and committed from the kernel's columns with one
   ``ClusterState.add_many``: no per-workload quota decision, charge or refund, no
   ``PlacementOutcome`` for a placed workload, and its replicas allocated from the kernel's
-  arrays. A run placed in full is answered in columns (``model.PlacedColumns``): its
+  arrays. A run placed in full is answered in columns (``placement.outputs.PlacedColumns``): its
   ``WorkloadResult`` values are built only for a caller that reads them (``Engine.place``),
   not for the Place RPC, which writes the columns to the wire.
 - **Chunks decided one by one** (``place_one_by_one.decide_and_place``) otherwise, with the
@@ -53,20 +53,11 @@ from strata_policy.engine.place_one_by_one import (
     place_admitted,
 )
 from strata_policy.errors import FieldViolation, InvalidArgument
-from strata_policy.model import (
-    BatchResult,
-    ColumnarBatch,
-    Decision,
-    Order,
-    PlacedColumns,
-    Workload,
-    WorkloadResult,
-)
-from strata_policy.model.columns import Part
-from strata_policy.placement.outputs import running_many
+from strata_policy.model import Decision, Order, Workload, WorkloadResult
+from strata_policy.placement.outputs import ColumnarBatch, Part, PlacedColumns, running_many
 from strata_policy.placement.place import PlacementOptions, place_columns
 from strata_policy.quota import RunAdmitted, admit_all, batch_order
-from strata_policy.quota.groups import Groups, group, group_tagged
+from strata_policy.quota.batch import Groups, group, group_tagged
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.request_checks import (
     check_ids,
@@ -136,7 +127,7 @@ class PlaceCase:
         caller: str = "",
         body_digest: bytes = b"",
     ) -> ColumnarBatch:
-        """``place``, its results as the batch lane makes them (``model.columns``): for a
+        """``place``, its results as the batch lane makes them (``placement.outputs``): for a
         caller that writes them out rather than reading values (the Place RPC), the
         ``WorkloadResult`` of each workload placed through the lane is never built.
         ``place`` is this call's ``batch_result()``; a retried ``request_id`` is answered
@@ -235,7 +226,7 @@ def admit_and_place(
 ) -> list[Part]:
     """The results of admitting and placing ``workloads`` one by one in ``order`` (FIFO or
     PRIORITY: orders fixed before any decision), committed to ``state``, in order as parts
-    (``model.columns``): a run placed in full is one ``PlacedColumns``, no values built.
+    (``placement.outputs``): a run placed in full is one ``PlacedColumns``, no values built.
 
     With ``tags`` (the module docstring: ``tags[i]`` is workload ``i``'s), each
     run is grouped by its tags (``group_tagged``), the same groups ``group`` finds from the

@@ -4,13 +4,11 @@ A leaf package (numpy and numba only). ``warmup()`` compiles or loads every kern
 calls it before its health check says SERVING.
 """
 
-from strata_policy.kernels.api import place_batch_arrays, refresh_frag_rows
 from strata_policy.kernels.arrays import (
-    FGD_PAPER,
-    FGD_REFINED,
-    FGD_UNTRUNCATED,
     BatchArrays,
     FragArrays,
+    place_batch_arrays,
+    refresh_frag_rows,
 )
 from strata_policy.kernels.fit import (
     BALANCED_ALLOCATION,
@@ -22,8 +20,9 @@ from strata_policy.kernels.fit import (
     MOST_ALLOCATED,
     RANDOM,
 )
+from strata_policy.kernels.frag import FGD_PAPER, FGD_REFINED, FGD_UNTRUNCATED
+from strata_policy.kernels.layout import BlockLayout
 from strata_policy.kernels.score_tree import ScoreTree
-from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery, device_set
 from strata_policy.kernels.warmup import warmup
 
 __all__ = [
@@ -39,12 +38,9 @@ __all__ = [
     "MOST_ALLOCATED",
     "RANDOM",
     "BatchArrays",
-    "BlockIndex",
     "BlockLayout",
-    "BlockQuery",
     "FragArrays",
     "ScoreTree",
-    "device_set",
     "place_batch_arrays",
     "refresh_frag_rows",
     "warmup",

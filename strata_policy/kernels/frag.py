@@ -32,11 +32,20 @@ Three scores (``fgd_mode``), higher wins, ties to the lowest node index:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from strata_policy.kernels.arrays import FGD_REFINED, FGD_UNTRUNCATED, FragArrays
 from strata_policy.kernels.config import kernel
 from strata_policy.kernels.fit import CPU, GPU, MILLI
+
+if TYPE_CHECKING:  # annotations only: numba types the bundle from the value passed
+    from strata_policy.kernels.arrays import FragArrays
+
+FGD_UNTRUNCATED = 0
+FGD_PAPER = 1
+FGD_REFINED = 2
+"""The three scores above (``fgd_mode``), read with ``arrays.FragArrays``."""
 
 
 @kernel

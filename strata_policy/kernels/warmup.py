@@ -5,11 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from strata_policy.kernels import byte_strings, snapshot_nodes, snapshot_running, snapshot_wire
-from strata_policy.kernels.api import place_batch_arrays, refresh_frag_rows
-from strata_policy.kernels.arrays import FragArrays
+from strata_policy.kernels.arrays import (
+    BlockSummaries,
+    FragArrays,
+    NodeArrays,
+    place_batch_arrays,
+    refresh_frag_rows,
+)
 from strata_policy.kernels.proto_records import scan_kernel, write_kernel
 from strata_policy.kernels.score_tree import ScoreTree
-from strata_policy.kernels.search import BlockIndex, BlockLayout
+from strata_policy.kernels.search import BlockLayout, refresh_blocks, search_blocks
 
 
 def warmup() -> None:
@@ -51,10 +56,17 @@ def warmup() -> None:
         tree.place(None)
         tree.place(np.array([1], dtype=np.int64))
     layout = BlockLayout.build(free, free, inv, 1, 1)
-    index = BlockIndex(layout=layout, free=free, gpu_free=gpu_free, capacity=free, inv_cap=inv,
-                       inv_max_cap=np.ones(3))  # fmt: skip
-    index.refresh(np.array([1], dtype=np.int64))
-    index.place(index.query(policy=2, req=req, weights=np.ones(3), mask=ones))
+    # the block search, called as placement.index.BlockIndex calls it
+    state = NodeArrays(free, gpu_free, free, inv, np.ones(3))
+    n_blocks, n_supers = layout.block_start.shape[0] - 1, layout.super_start.shape[0] - 1
+    summaries = BlockSummaries.empty(n_blocks, n_supers, 2, 3)
+    none = np.zeros(0, dtype=np.int64)
+    refresh_blocks(state, layout, summaries, none, -1)
+    refresh_blocks(state, layout, summaries, np.array([1], dtype=np.int64), 1)
+    scratch = (np.empty(2, dtype=np.int64), np.empty(n_blocks + n_supers), np.empty(3))
+    everyone = layout.mask_levels(ones)
+    search_blocks(state, layout, summaries, 2, ones, *everyone, *everyone, req, np.ones(3), none,
+                  0, 0, *scratch)  # fmt: skip
     mask, *_ = layout.static_mask(
         schedulable=ones, label_codes=np.zeros((1, 2), dtype=np.int64),
         wanted=np.zeros(1, dtype=np.int64), model_allowed=ones, any_model=False,
@@ -68,7 +80,7 @@ def warmup() -> None:
     levels = layout.mask_levels(mask)
     for policy in range(8):
         batch_free, batch_gpu = free.copy(), gpu_free.copy()
-        blocks = index.with_state(batch_free, batch_gpu) if policy < 6 else None
+        copied = BlockSummaries._make(map(np.ndarray.copy, summaries))
         place_batch_arrays(
             free=batch_free,
             gpu_free=batch_gpu,
@@ -90,7 +102,8 @@ def warmup() -> None:
             fgd_mode=policy % 3,
             tree_of=np.array([0, -1] if policy == 6 else [-1, -1], dtype=np.int64),
             n_trees=1,
-            blocks=blocks,
+            layout=layout if policy < 6 else None,
+            summaries=copied if policy < 6 else None,
             mask_blocks=levels[0][None, :],
             mask_supers=levels[1][None, :],
         )

@@ -1,6 +1,5 @@
 """Value types: resources, nodes, scopes, workloads, decisions. Pure Python, no I/O."""
 
-from strata_policy.model.columns import ColumnarBatch, PlacedColumns
 from strata_policy.model.decisions import (
     BatchResult,
     ClusterInfo,
@@ -33,11 +32,9 @@ __all__ = [
     "HOSTNAME_KEY",
     "BatchResult",
     "ClusterInfo",
-    "ColumnarBatch",
     "Decision",
     "Node",
     "Order",
-    "PlacedColumns",
     "Placement",
     "Policy",
     "Reason",

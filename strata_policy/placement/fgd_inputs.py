@@ -15,14 +15,8 @@ import numpy as np
 
 from strata_policy.kernels import FragArrays
 from strata_policy.model.resources import MILLI_PER_GPU
-from strata_policy.placement.index import (
-    MAX_FRAG_STATS,
-    LineageCaches,
-    Mix,
-    MixArrays,
-    index_of,
-    remember,
-)
+from strata_policy.placement.index import index_of
+from strata_policy.placement.lineage import MAX_FRAG_STATS, LineageCaches, Mix, MixArrays, remember
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
 

@@ -1,20 +1,15 @@
 """The placement index: every cache placement keeps for a node matrix, each a typed field with
-its lifetime stated here and pinned by tests/test_placement_index.py.
+its lifetime stated here and pinned by tests/test_placement_index.py, and the block search it
+owns (``BlockIndex``, the Python side of the block-search kernels in ``kernels.search``).
 
 Reached with ``index_of(matrix)``: built on a matrix's first placement and kept on it
 (``NodeMatrix.placement_index``; the matrix carries it without knowing it, so ``state`` stays
 below ``placement``). Two parts, by what they are derived from:
 
-* ``LineageCaches``, from the immutable node data alone: the block layout and per-block
-  statics, label codes and label-value selections, static masks and their pieces, block-search
-  queries per request shape, the FGD mix arrays, and the shared ``Placement`` values. One per
-  matrix lineage (``NodeMatrix.lineage``): a matrix and every copy of it share it, whichever
-  builds an entry first, and a new snapshot or node change (``matrix_build.assemble``) starts a
-  new one. Nothing in it is ever stale. Its keys come from requests, so each map is bounded
-  and emptied when full (``remember``): a client naming many shapes costs time, not memory.
-  Races between readers are benign: both build the same value and the last store wins.
-* ``PlacementIndex``, from one matrix's state: the block summaries (brought up to date from the
-  matrix's journal, under ``lock``), the FGD statistics (per node a stamp of
+* ``LineageCaches`` (``placement.lineage``), from the immutable node data alone: one per matrix
+  lineage, shared by a matrix and its copies, never stale, each map bounded.
+* ``PlacementIndex``, from one matrix's state: the block summaries (a ``BlockIndex``, brought up
+  to date from the matrix's journal, under ``lock``), the FGD statistics (per node a stamp of
   ``matrix.version``: a read refreshes just the rows whose version moved; the last
   ``MAX_FRAG_STATS`` mixes, oldest out first) and the FGD score trees (per shape, least recently
   used out first beyond ``TREE_BYTES``, under ``trees_lock``; they replay the journal). A copy
@@ -27,189 +22,29 @@ cyclic collector): what reads the state takes the matrix, which must be the inde
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from strata_policy import kernels
 from strata_policy.kernels import search
-from strata_policy.kernels.search import BlockIndex, BlockLayout, BlockQuery
-from strata_policy.model.objects import Placement
+from strata_policy.kernels.arrays import BOOL, F64, I64, BlockSummaries, NodeArrays, check_arrays
+from strata_policy.kernels.fit import DOT_PRODUCT, FIRST_FIT
+from strata_policy.kernels.layout import BlockLayout
+from strata_policy.placement.lineage import MAX_FRAG_STATS, Items, LineageCaches, Selector
 from strata_policy.state.nodes import NodeMatrix
-from strata_policy.state.taskmix import TaskType
 
 if TYPE_CHECKING:
-    from strata_policy.placement.inputs import StaticMask
+    from strata_policy.placement.one_replica import TreeEntry
 
-MAX_LABEL_KEYS = 64
-MAX_SELECTIONS = 128
-MAX_SHAPES = 1024
-MAX_PLACEMENTS = 1 << 17
-MAX_FRAG_STATS = 8
 TREE_BYTES = 64 << 20
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
-Items = tuple[tuple[str, int], ...]
-Selector = tuple[tuple[str, str], ...]
-Weights = tuple[tuple[str, float], ...]
-QueryKey = tuple[int, Items, Selector, str, Weights]
-"""policy code, request items, node selector items, GPU model, resource weights (sorted)"""
 TreeKey = tuple[Items, Selector, str, int, int]
 """request items, node selector items, GPU model, FGD score mode, size of the FGD mix"""
-MaskKey = tuple[Selector, str, bool]
-"""node selector items (sorted when several), GPU models, whether it wants a GPU"""
-LabelCodes = tuple[np.ndarray, dict[str, int]]
-Levels = tuple[np.ndarray, np.ndarray, np.ndarray]
-Mix = tuple[TaskType, ...]
-MixArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]
-"""per shape of a mix: cpu milli, per-device GPU milli, device count, weight; their models"""
-
-
-_K = TypeVar("_K")
-_V = TypeVar("_V")
-
-
-def remember(cache: dict[_K, _V], key: _K, value: _V, bound: int) -> _V:
-    """Store ``value`` under ``key`` in a map of at most ``bound`` entries, emptied when full."""
-    if len(cache) >= bound:
-        cache.clear()
-    cache[key] = value
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class LabelSelection:
-    """The nodes with one label value (``LineageCaches.label_selection``): their indices, how
-    many in each block, a bool per node, and per block and per superblock whether it holds
-    any (do not write to the arrays)."""
-
-    nodes: np.ndarray
-    block_hits: np.ndarray
-    selected: np.ndarray
-    block_any: np.ndarray
-    super_any: np.ndarray
-
-
-class LineageCaches:
-    """What placement derives from the immutable node data of a matrix lineage (module docs).
-
-    Builders take a matrix of the lineage: they read only its immutable part, alike in all. A
-    field named like a method plus ``_`` is that method's cache; the other maps are read and
-    filled (``remember``) by the placement module that builds their values.
-    """
-
-    __slots__ = (
-        "block_statics_", "chosen", "class_levels", "everyone_", "fgd_models", "fgd_weights",
-        "label_codes_", "last_mix", "layout_", "masks", "mixes", "models_allowed", "node_ids_",
-        "placements", "queries", "replica_tuples", "selections", "zero_request_",
-    )  # fmt: skip
-
-    def __init__(self) -> None:
-        self.layout_: BlockLayout | None = None
-        self.block_statics_: np.ndarray | None = None
-        self.everyone_: tuple[np.ndarray, np.ndarray] | None = None
-        self.node_ids_: list[str] | None = None
-        self.zero_request_: dict[str, int] | None = None
-        self.label_codes_: dict[str, LabelCodes] = {}  # MAX_LABEL_KEYS
-        self.selections: dict[tuple[str, str], LabelSelection] = {}  # MAX_SELECTIONS
-        self.models_allowed: dict[str, tuple[np.ndarray, bool]] = {}  # MAX_SHAPES
-        self.class_levels: dict[tuple[str, bool], Levels] = {}  # MAX_SHAPES
-        self.masks: dict[MaskKey, StaticMask] = {}  # MAX_SHAPES
-        self.queries: dict[QueryKey, BlockQuery | None] = {}  # MAX_SHAPES; None: no column
-        self.chosen: dict[int, tuple[Placement]] = {}  # MAX_PLACEMENTS; devices << 32 | node
-        self.placements: dict[tuple[int, tuple[int, ...]], Placement] = {}  # MAX_PLACEMENTS
-        self.replica_tuples: dict[int, tuple[Placement, ...]] = {}  # MAX_PLACEMENTS
-        self.mixes: dict[Mix, MixArrays] = {}  # MAX_FRAG_STATS
-        self.last_mix: tuple[Mix, MixArrays] | None = None  # the same tuple again: no hashing
-        self.fgd_models: dict[tuple[str, ...], np.ndarray] = {}  # MAX_FRAG_STATS
-        self.fgd_weights: dict[tuple[tuple[str, ...], bytes], np.ndarray] = {}  # MAX_FRAG_STATS
-
-    def layout(self, matrix: NodeMatrix) -> BlockLayout:
-        """Blocks of alike nodes (same schedulability, GPU model and capacity row)."""
-        found = self.layout_
-        if found is None:
-            groups = np.column_stack((~matrix.schedulable, matrix.model_code, matrix.capacity))
-            found = self.layout_ = BlockLayout.build(
-                groups.astype(np.int64), matrix.capacity, matrix.inv_capacity,
-                search.BLOCK_SIZE, search.SUPER_SIZE,  # read per build: tests set them
-            )  # fmt: skip
-        return found
-
-    def block_statics(self, matrix: NodeMatrix) -> np.ndarray:
-        """Per block of the layout, its nodes' schedulability (0/1), GPU model code and device
-        count (alike within a block), as one contiguous int64 array: what a new static mask
-        reads instead of every node (``BlockLayout.static_blocks``)."""
-        found = self.block_statics_
-        if found is None:
-            layout = self.layout(matrix)
-            firsts = layout.node_order[layout.block_start[:-1]]
-            columns = (matrix.schedulable[firsts], matrix.model_code[firsts],
-                       matrix.gpu_devices[firsts])  # fmt: skip
-            found = self.block_statics_ = np.ascontiguousarray(
-                np.column_stack(columns), dtype=np.int64
-            )
-        return found
-
-    def everyone(self, matrix: NodeMatrix) -> tuple[np.ndarray, np.ndarray]:
-        """Without a node selector: per block its size (every node matches), and every node
-        selected."""
-        found = self.everyone_
-        if found is None:
-            sizes = np.ascontiguousarray(np.diff(self.layout(matrix).block_start))
-            found = self.everyone_ = (sizes, np.ones(len(matrix), dtype=np.bool_))
-        return found
-
-    def node_ids(self, matrix: NodeMatrix) -> list[str]:
-        """The nodes' ids in matrix order."""
-        found = self.node_ids_
-        if found is None:
-            found = self.node_ids_ = [nd.id for nd in matrix.nodes]
-        return found
-
-    def zero_request(self, matrix: NodeMatrix) -> dict[str, int]:
-        """0 per resource column, in column order (``inputs.request_and_weights``)."""
-        found = self.zero_request_
-        if found is None:
-            found = self.zero_request_ = dict.fromkeys(matrix.resources, 0)
-        return found
-
-    def label_codes(self, matrix: NodeMatrix, key: str) -> LabelCodes:
-        """Per node, a code for its value of label ``key`` (-1 when absent), and the code map."""
-        found = self.label_codes_.get(key)
-        if found is None:
-            values: dict[str, int] = {}
-            codes = np.empty(len(matrix), dtype=np.int64)
-            for n, nd in enumerate(matrix.nodes):
-                value = nd.label(key)
-                codes[n] = -1 if value is None else values.setdefault(value, len(values))
-            found = remember(self.label_codes_, key, (codes, values), MAX_LABEL_KEYS)
-        return found
-
-    def label_selection(self, matrix: NodeMatrix, key: str, value: str) -> LabelSelection:
-        """The nodes whose label ``key`` is ``value`` (``LabelSelection``), from
-        ``label_codes``: once per key and value, so that a node selector naming it costs
-        nothing per node after that."""
-        found = self.selections.get((key, value))
-        if found is None:
-            codes, values = self.label_codes(matrix, key)
-            code = values.get(value)
-            nodes = _NO_ROWS if code is None else np.flatnonzero(codes == code)
-            selected = np.zeros(len(matrix), dtype=np.bool_)
-            selected[nodes] = True
-            layout = self.layout(matrix)
-            hits = np.bincount(layout.block_of[nodes], minlength=layout.block_start.shape[0] - 1)
-            block_any = hits > 0
-            super_any = (
-                np.logical_or.reduceat(block_any, layout.super_start[:-1])
-                if block_any.size
-                else np.zeros(0, dtype=np.bool_)
-            )
-            one = LabelSelection(nodes, hits.astype(np.int64), selected, block_any, super_any)
-            found = remember(self.selections, (key, value), one, MAX_SELECTIONS)
-        return found
 
 
 class FragStats:
@@ -233,20 +68,6 @@ class FragStats:
         other.below = self.below.copy()
         other.stamp = self.stamp.copy()
         return other
-
-
-class TreeEntry:
-    """One FGD score tree (``kernels.ScoreTree``) with the mix and statistics it was built on,
-    and where in which journal it last looked (``epoch`` -1: never)."""
-
-    __slots__ = ("epoch", "frag", "seen", "tree", "types")
-
-    def __init__(self, tree: kernels.ScoreTree, types: Mix, frag: kernels.FragArrays) -> None:
-        self.tree = tree
-        self.types = types
-        self.frag = frag
-        self.epoch = -1
-        self.seen = 0
 
 
 class PlacementIndex:
@@ -279,7 +100,7 @@ class PlacementIndex:
     # -- block summaries -------------------------------------------------------------------
 
     def block_index(self, matrix: NodeMatrix) -> BlockIndex:
-        """The block summaries of ``matrix``'s state (``kernels.search``): built on first use
+        """The block summaries of ``matrix``'s state (``BlockIndex``): built on first use
         (the layout is the lineage's), then brought up to date from the journal, a block per
         changed node. Safe for concurrent readers."""
         idx = self.blocks
@@ -375,6 +196,227 @@ def index_of(matrix: NodeMatrix) -> PlacementIndex:
             if found is None:
                 lineage = matrix.lineage.caches
                 if not isinstance(lineage, LineageCaches):
-                    lineage = matrix.lineage.caches = LineageCaches()
+                    lineage = matrix.lineage.caches = LineageCaches(matrix)
                 found = matrix.placement_index = PlacementIndex(lineage)
     return found  # type: ignore[return-value]  # only this function sets the slot
+
+
+# -- the block search ------------------------------------------------------------------------------
+
+
+class BlockQuery:
+    """One request shape on a layout: policy code (0-5), request row, weight row (empty: 1 for
+    every column the request asks for), static mask, per block and per superblock whether any
+    of its nodes may pass the mask (in two parts, both of which must hold: ``mask_*`` and
+    ``select_*``), and how many GPU devices one replica takes. Immutable by contract;
+    ``args`` are its arguments of the search kernel (``search.search_blocks``), in order.
+
+    The constructor checks nothing: ``BlockIndex.query`` is the validating way to make one.
+    Only code that builds every array itself with the dtypes and shapes ``query`` checks calls
+    it directly (``placement.one_replica``: the first call of a shape would otherwise pay
+    about 1.5 µs for checks its own construction already guarantees)."""
+
+    __slots__ = ("args", "devices", "layout")
+
+    def __init__(
+        self,
+        layout: BlockLayout,
+        policy: int,
+        req: np.ndarray,
+        weights: np.ndarray,
+        mask: np.ndarray,
+        mask_blocks: np.ndarray,
+        mask_supers: np.ndarray,
+        select_blocks: np.ndarray,
+        select_supers: np.ndarray,
+    ) -> None:
+        self.layout = layout
+        self.args = (policy, mask, mask_blocks, mask_supers, select_blocks, select_supers, req,
+                     weights)  # fmt: skip
+        g = req.item(2)  # the gpu column: a share takes one device, k × 1000 takes k
+        self.devices = 0 if g <= 0 else 1 if g < 1000 else g // 1000
+
+
+class BlockIndex:
+    """Block summaries of one node state (``kernels.blocks``), answering one replica at a time.
+
+    The state arrays are held by reference: the owner mutates them in place and calls
+    ``refresh`` with the nodes that changed before the next ``place``. Not safe against a
+    ``refresh`` running beside a ``place``; the owner serialises them.
+    """
+
+    __slots__ = (
+        "_n_bounds",
+        "_place_fn",
+        "_refresh_fn",
+        "_scratch",
+        "_state",
+        "layout",
+        "summaries",
+    )
+
+    summaries: BlockSummaries
+    """Per block and per superblock the high, low, offer and sums rows, per node its GPU offer
+    (``kernels.blocks``; the batch kernel mutates a copy's)."""
+
+    def __init__(
+        self,
+        *,
+        layout: BlockLayout,
+        free: np.ndarray,
+        gpu_free: np.ndarray,
+        capacity: np.ndarray,
+        inv_cap: np.ndarray,
+        inv_max_cap: np.ndarray,
+    ) -> None:
+        n, r = capacity.shape
+        nb = layout.block_start.shape[0] - 1
+        ns = layout.super_start.shape[0] - 1
+        self._state = NodeArrays(free, gpu_free, capacity, inv_cap, inv_max_cap)
+        self._state.check()
+        check_arrays(
+            ("block_start", layout.block_start, I64, (nb + 1,)),
+            ("super_start", layout.super_start, I64, (ns + 1,)),
+            ("block_capacity", layout.block_capacity, I64, (nb, r)),
+            ("block_inv_capacity", layout.block_inv_capacity, F64, (nb, r)),
+            ("super_capacity", layout.super_capacity, I64, (ns, r)),
+            ("super_inv_capacity", layout.super_inv_capacity, F64, (ns, r)),
+        )
+        self.layout = layout
+        self.summaries = BlockSummaries.empty(nb, ns, n, r)
+        self.summaries.check(layout, n, r)  # and the layout's node and block indexes
+        self._bind()
+        self.refresh(None)
+
+    def _bind(self) -> None:
+        lay = self.layout
+        self._place_fn: Callable[..., tuple[int, float, int]] | None = None
+        self._refresh_fn: Callable[..., None] | None = None
+        self._n_bounds = lay.block_start.shape[0] + lay.super_start.shape[0] - 2
+        self._scratch = threading.local()  # the kernel's scratch and device rows, per thread
+
+    def with_state(self, free: np.ndarray, gpu_free: np.ndarray) -> BlockIndex:
+        """The same summaries over a copy of the state (``free``/``gpu_free`` equal to ours)."""
+        check_arrays(("free", free, I64, self._state.free.shape),
+                     ("gpu_free", gpu_free, I64, self._state.gpu_free.shape))  # fmt: skip
+        other = BlockIndex.__new__(BlockIndex)
+        other.layout = self.layout
+        other._state = self._state._replace(free=free, gpu_free=gpu_free)
+        other.summaries = BlockSummaries._make(map(np.ndarray.copy, self.summaries))
+        other._bind()
+        return other
+
+    @property
+    def state(self) -> NodeArrays:
+        """``free, gpu_free, capacity, inv_capacity, inv_max_capacity`` (held by reference)."""
+        return self._state
+
+    def refresh(self, rows: np.ndarray | None) -> None:
+        """Recompute the blocks of nodes ``rows`` (int64 node indices, ``ValueError`` when out
+        of range), or every block."""
+        if rows is None:
+            rows, count = _NO_ROWS, -1
+        elif rows.dtype != I64 or rows.ndim != 1:
+            raise ValueError("rows: expected int64 node indices")
+        else:
+            count = rows.shape[0]
+        args = (self._state, self.layout, self.summaries, rows, count)
+        fn = self._refresh_fn
+        if fn is None or not (rows.flags.c_contiguous and rows.flags.writeable):
+            search.refresh_blocks(*args)  # the dispatcher types ``rows`` of any layout
+            if fn is None and rows.flags.c_contiguous and rows.flags.writeable:
+                self._refresh_fn = search.compiled(search.refresh_blocks, args)
+        else:
+            fn(*args)
+
+    def query(
+        self,
+        *,
+        policy: int,
+        req: np.ndarray,
+        weights: np.ndarray,
+        mask: np.ndarray,
+        levels: tuple[np.ndarray, np.ndarray] | None = None,
+        select: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> BlockQuery:
+        """A validated request shape for ``place`` (policy: a resource policy, 0-5; ``weights``
+        a float64 per column, or empty for 1 on every column ``req`` asks for); ``levels`` is
+        ``layout.mask_levels(mask)`` when the caller has it already, or a part of it whose
+        ``&`` with ``select`` (block and superblock levels, too) is."""
+        n, r = self._state.free.shape
+        flat = (0,) if weights.shape == (0,) else (r,)
+        check_arrays(("req", req, I64, (r,)), ("weights", weights, F64, flat),
+                     ("mask", mask, BOOL, (n,)))  # fmt: skip
+        if not FIRST_FIT <= policy <= DOT_PRODUCT:
+            raise ValueError(f"policy {policy}: expected a resource policy (0-5)")
+        blocks, supers = self.layout.mask_levels(mask) if levels is None else levels
+        select_blocks, select_supers = (blocks, supers) if select is None else select
+        nb = self.layout.block_start.shape[0] - 1
+        ns = self.layout.super_start.shape[0] - 1
+        check_arrays(
+            ("mask blocks", blocks, BOOL, (nb,)),
+            ("mask superblocks", supers, BOOL, (ns,)),
+            ("select blocks", select_blocks, BOOL, (nb,)),
+            ("select superblocks", select_supers, BOOL, (ns,)),
+        )
+        return BlockQuery(self.layout, policy, req, weights, mask, blocks, supers, select_blocks,
+                          select_supers)  # fmt: skip
+
+    def place(
+        self, q: BlockQuery, rows: np.ndarray | None = _NO_ROWS, first: int = 0, count: int = -1
+    ) -> tuple[int, float, tuple[int, ...]]:
+        """The best node for one replica of ``q`` (-1 when none fits), its score and devices;
+        first the summaries of nodes ``rows[first:first + count]`` refreshed in the same kernel
+        call (``count`` -1: to the end; ``rows`` None: every block)."""
+        best, score, bits = self.search(q, rows, first, count)
+        if best < 0:
+            return -1, 0.0, ()
+        if not q.devices:
+            return best, score, ()
+        if bits < 0:
+            return best, score, tuple(self._scratch.arrays[0][: q.devices].tolist())
+        return best, score, device_set(bits)
+
+    def search(
+        self, q: BlockQuery, rows: np.ndarray | None = _NO_ROWS, first: int = 0, count: int = -1
+    ) -> tuple[int, float, int]:
+        """``place`` with the devices as a bit set (bit ``d``: device ``d``; 0 when the request
+        takes none, -1 when the node has more than 62 devices: ``place`` lists them), for a
+        caller that keys its own shared values by node and bit set."""
+        if q.layout is not self.layout:
+            raise ValueError("the query was made for another layout")
+        if rows is _NO_ROWS:  # the common call: nothing to refresh
+            first = count = 0
+        elif rows is None:
+            rows, first, count = _NO_ROWS, 0, -1
+        else:
+            if rows.dtype != I64 or rows.ndim != 1:
+                raise ValueError("rows: expected int64 node indices")
+            if count < 0:
+                count = rows.shape[0] - first
+            if not 0 <= first <= first + count <= rows.shape[0]:
+                raise ValueError("rows: first and count out of range")
+        try:
+            scratch = self._scratch.arrays
+        except AttributeError:  # the first call on this thread
+            scratch = self._scratch.arrays = (
+                np.empty(self._state.gpu_free.shape[1], dtype=np.int64),  # devices
+                np.empty(self._n_bounds, dtype=np.float64),  # bounds
+                np.empty(self._state.free.shape[1], dtype=np.float64),  # default weights
+            )
+        args = (self._state, self.layout, self.summaries, *q.args, rows, first, count, *scratch)
+        fn = self._place_fn
+        if fn is None:
+            found: tuple[int, float, int] = search.search_blocks(*args)
+            self._place_fn = search.compiled(search.search_blocks, args)
+            return found
+        return fn(*args)
+
+
+@functools.lru_cache(maxsize=4096)
+def device_set(bits: int) -> tuple[int, ...]:
+    """The device indices of a bit set, ascending (shared tuples: few distinct sets occur).
+    ``int``: without the JIT (``NUMBA_DISABLE_JIT=1``) the kernel's bit set is a numpy int64,
+    which has no ``bit_length``."""
+    bits = int(bits)
+    return tuple(d for d in range(bits.bit_length()) if bits >> d & 1)

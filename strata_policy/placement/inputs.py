@@ -31,8 +31,9 @@ import numpy as np
 from strata_policy.model.objects import HOSTNAME_KEY, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU
 from strata_policy.placement.explain import MODEL_MISMATCH, SELECTOR_MISMATCH, UNSCHEDULABLE
-from strata_policy.placement.index import MAX_SHAPES, LineageCaches, MaskKey, index_of, remember
-from strata_policy.quota.groups import Groups, group
+from strata_policy.placement.index import index_of
+from strata_policy.placement.lineage import MAX_SHAPES, LineageCaches, MaskKey, remember
+from strata_policy.quota.batch import Groups, group
 from strata_policy.state.nodes import NodeMatrix
 
 _I64 = np.dtype(np.int64)
@@ -168,7 +169,7 @@ def batch_shapes(
     matrix: NodeMatrix, workloads: Sequence[Workload], groups: Groups | None = None
 ) -> BatchShapes:
     """The kernel rows of ``workloads`` (see ``BatchShapes``); ``groups`` is
-    ``quota.groups.group(workloads)`` when the caller has it. Rows are built per distinct
+    ``quota.batch.group(workloads)`` when the caller has it. Rows are built per distinct
     shape, then spread to the workloads by index arrays: nothing here runs per workload but
     two ``numpy`` gathers and the list of missing resources."""
     if groups is None:

@@ -29,19 +29,25 @@ from strata_policy import kernels
 from strata_policy.model.objects import Placement, Workload
 from strata_policy.placement import inputs
 from strata_policy.placement.fgd_inputs import frag_arrays
-from strata_policy.placement.index import (
-    MAX_PLACEMENTS,
-    MAX_SHAPES,
-    PlacementIndex,
-    QueryKey,
-    TreeEntry,
-    TreeKey,
-    index_of,
-    remember,
-)
+from strata_policy.placement.index import BlockQuery, PlacementIndex, TreeKey, device_set, index_of
+from strata_policy.placement.lineage import MAX_PLACEMENTS, MAX_SHAPES, Mix, QueryKey, remember
 from strata_policy.placement.outputs import placement_of
 from strata_policy.state.nodes import NodeMatrix
 from strata_policy.state.taskmix import TaskType
+
+
+class TreeEntry:
+    """One FGD score tree (``kernels.ScoreTree``) with the mix and statistics it was built on,
+    and where in which journal it last looked (``epoch`` -1: never)."""
+
+    __slots__ = ("epoch", "frag", "seen", "tree", "types")
+
+    def __init__(self, tree: kernels.ScoreTree, types: Mix, frag: kernels.FragArrays) -> None:
+        self.tree = tree
+        self.types = types
+        self.frag = frag
+        self.epoch = -1
+        self.seen = 0
 
 
 def place_blocks(
@@ -77,7 +83,7 @@ _ABSENT: object = object()
 
 
 def _chosen(
-    index: PlacementIndex, matrix: NodeMatrix, query: kernels.BlockQuery, best: int, bits: int
+    index: PlacementIndex, matrix: NodeMatrix, query: BlockQuery, best: int, bits: int
 ) -> tuple[Placement]:
     """The shared one-replica answer for node ``best`` on the devices of bit set ``bits``
     (``BlockIndex.search``), kept per (node, bit set) so that a placement builds no tuple;
@@ -85,7 +91,7 @@ def _chosen(
     if bits < 0:
         devices = index.block_index(matrix).place(query)[2]
         return (placement_of(matrix, best, devices),)
-    found = (placement_of(matrix, best, kernels.device_set(bits)),)
+    found = (placement_of(matrix, best, device_set(bits)),)
     return remember(index.lineage.chosen, bits << 32 | best, found, MAX_PLACEMENTS)
 
 
@@ -94,7 +100,7 @@ def _block_query(
     workload: Workload,
     policy: int,
     weights: Mapping[str, float],
-) -> kernels.BlockQuery | None:
+) -> BlockQuery | None:
     """The query of ``workload``'s shape, or None when it names a resource no node has.
 
     Built with ``BlockQuery``'s constructor, which checks nothing: every array here is made
@@ -109,7 +115,7 @@ def _block_query(
         return None
     # schedulable and model are decided per block (StaticMask): ``selected`` is the selector's
     selected, blocks, supers, select_blocks, select_supers = inputs.search_levels(matrix, workload)
-    return kernels.BlockQuery(index_of(matrix).lineage.layout(matrix), policy, req, row,
+    return BlockQuery(index_of(matrix).lineage.layout(matrix), policy, req, row,
                               selected, blocks, supers, select_blocks,
                               select_supers)  # fmt: skip
 

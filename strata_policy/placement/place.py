@@ -29,7 +29,7 @@ from strata_policy.placement.fgd_inputs import frag_arrays
 from strata_policy.placement.index import index_of
 from strata_policy.placement.one_replica import place_blocks, place_cached
 from strata_policy.placement.outputs import batch_placements
-from strata_policy.quota.groups import Groups
+from strata_policy.quota.batch import Groups
 from strata_policy.state.nodes import NodeMatrix, ReplicaRows
 from strata_policy.state.taskmix import TaskMix, TaskType, shape_of
 
@@ -188,7 +188,7 @@ def place_columns(
     groups: Groups | None = None,
 ) -> PlacedBatch:
     """``place_batch``'s answer as a ``PlacedBatch`` (columns; outcomes on demand);
-    ``groups`` is ``quota.groups.group(workloads)`` when the caller has it."""
+    ``groups`` is ``quota.batch.group(workloads)`` when the caller has it."""
     if not workloads:
         return PlacedBatch([], [], None, _no_outcome)
     if options.policy is Policy.FRAGMENTATION_AWARE and not _task_types(options):
@@ -270,7 +270,8 @@ def _place(
         fgd_mode=FGD_MODES[options.fgd_score],
         tree_of=tree_of,
         n_trees=n_trees,
-        blocks=blocks,
+        layout=None if blocks is None else blocks.layout,
+        summaries=None if blocks is None else blocks.summaries,
         mask_blocks=shapes.mask_blocks,
         mask_supers=shapes.mask_supers,
     )

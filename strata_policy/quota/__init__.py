@@ -1,15 +1,15 @@
 """Quota math as pure functions over a ``QuotaTree`` (DESIGN §2).
 
 ``tree`` holds scopes and rolled-up usage; ``check`` and ``admission`` check and decide an
-Admit; ``bulk`` admits a run of workloads at once when no rule can bind inside it; ``reclaim``
-finds victims; ``fair`` orders a batch. Imports only ``strata_policy.model`` and
-``strata_policy.errors``: quota sits below state in the import order.
+Admit; ``batch`` holds a batch's steps: its groups, its order (FIFO, PRIORITY, FAIR) and a run
+admitted at once when no rule can bind inside it; ``victims`` and ``candidates`` find victims.
+Imports only ``strata_policy.model`` and ``strata_policy.errors``: quota sits below state in
+the import order.
 """
 
 from strata_policy.quota.admission import decide_admit
-from strata_policy.quota.bulk import RunAdmitted, admit_all
+from strata_policy.quota.batch import RunAdmitted, admit_all, batch_order
 from strata_policy.quota.check import AdmitCheck, check_admit
-from strata_policy.quota.fair import batch_order
 from strata_policy.quota.tree import QuotaTree
 from strata_policy.quota.victims import FitsAfter, ReclaimPlan, find_victims
 

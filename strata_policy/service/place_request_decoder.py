@@ -28,7 +28,7 @@ The workloads equal those ``convert.workloads_from_proto`` builds from the parse
 alike, and ``tests/test_field_coverage.py`` for requests with every field set). They come with
 a tag each (``DecodedPlace.tags``): the cached fields they were built from (the head's for a
 stamped tail, a row of its own for a workload protobuf read), so the engine groups the batch by
-tag instead of by each workload's fields (``quota.groups``).
+tag instead of by each workload's fields (``quota.batch``).
 
 What this reader takes for granted is checked at import against the descriptors and
 ``model.Workload`` (``layout_problems``): the keys it reads are the ones the descriptors give,

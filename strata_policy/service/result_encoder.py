@@ -14,7 +14,7 @@ much as placing them. So results are written straight into protobuf's encoding:
   into a message (``_borrowed_entries``: entries in the mapping's own order, as assigning
   inserts them) and adds the other results field by field, in their place.
 - The column writer (``_write_columns``, for ``columnar_bytes``) writes a run of PLACED
-  results held in columns (``model.PlacedColumns``, the engine's answer as it made it) by a
+  results held in columns (``outputs.PlacedColumns``, the engine's answer as it made it) by a
   kernel (``write_records``), no ``WorkloadResult`` built.
 
 Clients see the same bytes and messages either way (``tests/test_convert_results.py``,
@@ -48,6 +48,7 @@ from strata.policy.v1 import types_pb2 as pb
 from strata_policy import model
 from strata_policy.kernels.proto_records import SEPARATOR, write_kernel
 from strata_policy.model.resources import Resources
+from strata_policy.placement.outputs import ColumnarBatch, PlacedColumns
 from strata_policy.service.convert import DECISION_CODES as _CODES
 from strata_policy.service.convert import fill_result
 from strata_policy.service.field_coverage import descriptor, wire_key
@@ -132,14 +133,14 @@ def response_bytes(generation: int, decisions: Sequence[model.WorkloadResult]) -
     return b"".join(parts)
 
 
-def columnar_bytes(batch: model.ColumnarBatch) -> bytes:
+def columnar_bytes(batch: ColumnarBatch) -> bytes:
     """``response_bytes(batch.generation, batch.batch_result().results)``, read from the
     batch's parts: a ``PlacedColumns`` run is written from its columns (``_write_columns``),
     no ``WorkloadResult`` built."""
     generation = batch.generation
     parts = [_GENERATION, _varint(generation)] if generation else []
     for part in batch.parts:
-        if isinstance(part, model.PlacedColumns):
+        if isinstance(part, PlacedColumns):
             if not _write_columns(parts, part):
                 _write_results(parts, part.results(), _borrowed_fragment)
         else:
@@ -197,7 +198,7 @@ def _write_results(
         parts += (_RESULTS, small[n] if n < 128 else _varint(n), body)
 
 
-def _write_columns(parts: list[bytes], run: model.PlacedColumns) -> bool:
+def _write_columns(parts: list[bytes], run: PlacedColumns) -> bool:
     """Append the bytes ``_write_results`` writes for ``run.results()``, read from the columns;
     False (nothing appended) for a run this writer leaves to that one: scores some zero and
     some not, or an id holding a NUL.

@@ -5,7 +5,7 @@ The declarations (``service.field_coverage``'s ``FieldMap``) of the encoder's tw
 the value field it is written from, or that it is ``Fixed`` or ``Delegated`` to
 ``convert.fill_result``. ``FieldMap.check`` runs when this module is imported (the encoder
 imports it), so a field added to the ``.proto`` or to ``model.WorkloadResult`` /
-``model.PlacedColumns`` / ``model.Placement`` that a writer does not account for fails the
+``placement.outputs.PlacedColumns`` / ``model.Placement`` that a writer does not account for fails the
 server's start and every test; ``tests/test_field_coverage.py`` ties each declaration to what
 its writer does, on values with every field set.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 from strata.policy.v1 import types_pb2 as pb
 
 from strata_policy import model
+from strata_policy.placement.outputs import PlacedColumns
 from strata_policy.service.field_coverage import Delegated, FieldMap, Fixed, same
 
 PLACEMENT_FIELDS = FieldMap(
@@ -52,7 +53,7 @@ field)."""
 COLUMN_WRITER_FIELDS = FieldMap(
     "result_encoder._write_columns",
     pb.WorkloadResult,
-    model.PlacedColumns,
+    PlacedColumns,
     {
         "workload_id": "ids",
         "decision": Fixed("PLACED"),

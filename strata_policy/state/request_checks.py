@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from strata_policy.errors import FieldViolation, InvalidArgument, SizeLimitExceeded
 from strata_policy.model.resources import GPU, MAX_AMOUNT, MILLI_PER_GPU
-from strata_policy.quota.groups import representatives
+from strata_policy.quota.batch import representatives
 
 if TYPE_CHECKING:  # kept light: the CLI reads ``Limits``' defaults for its flags
     from strata_policy.model import Workload
@@ -263,7 +263,7 @@ def tagged_plainly_valid(
     same object differ only in id and ``queued_at_ms``, which no rule but the id's reads. So
     the ids are checked for the whole batch (distinct, new to the cluster, of a valid length:
     ``workloads_plainly_valid``'s id rules), the other fields only for the first workload of
-    each distinct tag (``quota.groups.representatives``)."""
+    each distinct tag (``quota.batch.representatives``)."""
     if tags is None or len(workloads) < 2:
         return False
     ids = list(map(_ID, workloads))

@@ -5,6 +5,15 @@ task shapes: tasks grouped by (cpu, gpu request, allowed GPU models), most commo
 they cover 95 % of the tasks seen, with their shares renormalised. ``TaskMix`` keeps those counts.
 It counts replicas (each replica is one pod in the paper's terms), so a gang of 8 weighs as much
 as 8 single pods. ``observe`` is a dict increment; ``typical`` is cached until the next change.
+
+Only FGD reads the mix, but every commit feeds it. So that a commit under any other policy runs
+no code of this module, a commit appends the workloads it upserted to ``pending`` (a C-level
+``list.append`` of a lazy ``map``; ``engine.commit``) and the mix counts them when it is next
+read or changed: every method but ``observe_many`` folds ``pending`` in first, so each answers
+exactly what observing every commit at once would have (the counts do not depend on the order
+they come in). The commit folds them in itself every ``MAX_PENDING`` commits, so a cluster
+whose mix is never read holds at most that many batches. Like the counts, ``pending`` is read
+and written under the cluster's lock.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from strata_policy.model.objects import Workload
 from strata_policy.model.resources import CPU, GPU
 
 Shape = tuple[int, int, str]  # (cpu milli, gpu milli per replica, allowed models "A|B" sorted)
+MAX_PENDING = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,15 +63,24 @@ def shape_of(workload: Workload) -> Shape:
 class TaskMix:
     """Replica counts per task shape; ``typical()`` gives the shapes FGD measures against."""
 
-    __slots__ = ("_cache", "_counts", "_total")
+    __slots__ = ("_cache", "_counts", "_total", "pending")
 
     def __init__(self) -> None:
         self._counts: dict[Shape, int] = {}
         self._total = 0
         self._cache: dict[float, tuple[TaskType, ...]] = {}
+        self.pending: list[Iterable[Workload]] = []
+        """Workloads committed but not counted yet, a batch per commit (module docs)."""
+
+    def fold(self) -> None:
+        """Count the ``pending`` batches (``observe_many`` of each) and empty it."""
+        pending = self.pending
+        while pending:
+            self.observe_many(pending.pop())
 
     def observe(self, workload: Workload) -> None:
         """Count the workload's replicas under its shape (``observe_many`` of one)."""
+        self.fold()
         key = shape_of(workload)
         self._counts[key] = self._counts.get(key, 0) + workload.replicas
         self._total += workload.replicas
@@ -89,6 +108,7 @@ class TaskMix:
 
     def forget(self, workload: Workload) -> None:
         """Undo one ``observe`` of ``workload`` (counts never go below zero)."""
+        self.fold()
         key = shape_of(workload)
         have = self._counts.get(key, 0)
         take = min(have, workload.replicas)
@@ -102,6 +122,7 @@ class TaskMix:
     @property
     def total(self) -> int:
         """Replicas observed."""
+        self.fold()
         return self._total
 
     def typical(self, coverage: float = 0.95) -> tuple[TaskType, ...]:
@@ -111,6 +132,7 @@ class TaskMix:
         crosses the coverage is included; weights renormalised to sum to 1. Empty when nothing
         was observed.
         """
+        self.fold()
         found = self._cache.get(coverage)
         if found is not None:
             return found
@@ -130,6 +152,7 @@ class TaskMix:
 
     def copy(self) -> TaskMix:
         """An independent copy."""
+        self.fold()
         other = TaskMix()
         other._counts = dict(self._counts)
         other._total = self._total
