@@ -203,8 +203,8 @@ class Store:
     def remember(self, key: RequestKey, digest: bytes, answer: object) -> None:
         """Remember a committed call's answer for retries, oldest forgotten first, bounded both
         in entries and in results held (a batch answer weighs its number of results: its
-        ``results``, or its own ``len`` for one that has it, ``placement.outputs.ColumnarBatch``). A call
-        without a ``digest`` is not remembered."""
+        ``results``, or its own ``len`` for one that has it, a ``ColumnarBatch``). A call without
+        a ``digest`` is not remembered."""
         if not digest:
             return
         held = answer if isinstance(answer, Sized) else getattr(answer, "results", ())

@@ -53,7 +53,7 @@ from strata_policy.engine.place_one_by_one import (
     place_admitted,
 )
 from strata_policy.errors import FieldViolation, InvalidArgument
-from strata_policy.model import Decision, Order, Workload, WorkloadResult
+from strata_policy.model import BatchResult, Decision, Order, Workload, WorkloadResult
 from strata_policy.placement.outputs import ColumnarBatch, Part, PlacedColumns, running_many
 from strata_policy.placement.place import PlacementOptions, place_columns
 from strata_policy.quota import RunAdmitted, admit_all, batch_order

@@ -5,9 +5,9 @@ The declarations (``service.field_coverage``'s ``FieldMap``) of the encoder's tw
 the value field it is written from, or that it is ``Fixed`` or ``Delegated`` to
 ``convert.fill_result``. ``FieldMap.check`` runs when this module is imported (the encoder
 imports it), so a field added to the ``.proto`` or to ``model.WorkloadResult`` /
-``placement.outputs.PlacedColumns`` / ``model.Placement`` that a writer does not account for fails the
-server's start and every test; ``tests/test_field_coverage.py`` ties each declaration to what
-its writer does, on values with every field set.
+``placement.outputs.PlacedColumns`` / ``model.Placement`` that a writer does not account for
+fails the server's start and every test; ``tests/test_field_coverage.py`` ties each
+declaration to what its writer does, on values with every field set.
 
 They live beside the encoder rather than in it because they only run at import: the encoder is
 on the Place path (``tests/test_place_path.py``), and reads from here only
