@@ -143,7 +143,7 @@ def test_never_dearer_than_the_catalog_order(vision: int, chat: int, sizes: list
     state = state_of([], [scope("s")])
     both = plan_capacity(state, _catalog(), pending, REPLAY)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(scale_up, "by_label", lambda w: False)
+        mp.setattr(scale_up, "spread_by_label", lambda w: False)
         plain = plan_capacity(state, _catalog(), pending, REPLAY)
     assert len(both.unplaceable) <= len(plain.unplaceable)
     assert both.cost_per_hour <= plain.cost_per_hour + 1e-9

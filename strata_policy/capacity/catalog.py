@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from strata_policy.errors import FieldViolation, InvalidArgument, SizeLimitExceeded
-from strata_policy.model import Node, Workload
+from strata_policy.model import HOSTNAME_KEY, Node, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU, RESERVED
 
 GROUP_LABEL = "strata.dev/node-group"
@@ -148,6 +148,11 @@ def _group_violations(
     if g.template.capacity.get(GPU, 0) and not g.template.gpu_model:
         bad.append(FieldViolation(f"{at}.template.gpu_model", "a GPU template names its model"))
     return bad
+
+
+def spread_by_label(w: Workload) -> bool:
+    """A gang spread by a label other than the hostname (a zone): one replica per value."""
+    return bool(w.spread_key) and w.spread_key != HOSTNAME_KEY and w.replicas > 1
 
 
 def could_hold(template: Node, w: Workload) -> bool:

@@ -24,10 +24,10 @@ from collections.abc import Callable, Sequence
 
 from strata_policy.capacity import bound, scratch
 from strata_policy.capacity.arrange import arrange
-from strata_policy.capacity.catalog import NodeGroup
+from strata_policy.capacity.catalog import NodeGroup, spread_by_label
 from strata_policy.capacity.estimate import estimate
 from strata_policy.capacity.plan import PlanOptions
-from strata_policy.model import HOSTNAME_KEY, Node, Placement, RunningWorkload, Workload
+from strata_policy.model import Node, Placement, RunningWorkload, Workload
 from strata_policy.placement.place import PlacementOptions, PlacementOutcome, place_batch
 from strata_policy.state.cluster import ClusterState
 from strata_policy.state.matrix_build import matrix_from_nodes
@@ -57,7 +57,7 @@ def scale_up(
         return place_batch(m, pending, place)
 
     first = place_all(state.matrix.copy())
-    if not any(by_label(w) for w, o in zip(pending, first, strict=True) if not o.placed):
+    if not any(spread_by_label(w) for w, o in zip(pending, first, strict=True) if not o.placed):
         return _rounds(
             state, groups, sizes, pending, first, place_all, options, taken, next_id, False
         )
@@ -71,11 +71,6 @@ def scale_up(
         next_id.update(next_b)
         return even
     return plain
-
-
-def by_label(w: Workload) -> bool:
-    """Spread by a label other than the hostname (a zone): one replica per value."""
-    return bool(w.spread_key) and w.spread_key != HOSTNAME_KEY and w.replicas > 1
 
 
 def _worth(

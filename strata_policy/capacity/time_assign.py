@@ -34,7 +34,8 @@ import numpy as np
 from scipy.sparse import coo_matrix
 
 from strata_policy.capacity.bound import GroupColumn, classes_of
-from strata_policy.model import HOSTNAME_KEY, Workload
+from strata_policy.capacity.catalog import spread_by_label
+from strata_policy.model import Workload
 
 
 class Builder:
@@ -125,9 +126,9 @@ def _spread(
     gangs: int,
 ) -> None:
     """At most ``gangs`` replicas over the columns of each value of ``w``'s spread label."""
-    key = w.spread_key
-    if not key or key == HOSTNAME_KEY or w.replicas < 2:
+    if not spread_by_label(w):
         return
+    key = w.spread_key
     values = {c: columns[c].labels.get(key) for c in usable}
     if any(v is None for v in values.values()):
         return

@@ -43,9 +43,9 @@ import numpy as np
 
 from strata_policy.capacity import NodeGroup, checks, scratch, time_bound
 from strata_policy.capacity.arrange import arrange
-from strata_policy.capacity.catalog import GROUP_LABEL, could_hold
+from strata_policy.capacity.catalog import GROUP_LABEL, could_hold, spread_by_label
 from strata_policy.engine import Engine
-from strata_policy.model import HOSTNAME_KEY, Node, RunningWorkload, Scope, Snapshot, Workload
+from strata_policy.model import Node, RunningWorkload, Scope, Snapshot, Workload
 from strata_policy.model.resources import GPU, MILLI_PER_GPU
 from strata_policy.placement.place import PlacementOptions, place_batch
 from strata_policy.simulate import autoscale_cost as cost_
@@ -395,9 +395,9 @@ def _uncovered(
             out.append(w)
     taken: dict[str, frozenset[str]] = {}
     for w in out:
-        key = w.spread_key
-        if not key or key == HOSTNAME_KEY or w.replicas < 2:
+        if not spread_by_label(w):
             continue
+        key = w.spread_key
         values = {
             v for n in range(len(m))
             if (v := m.nodes[n].label(key)) is not None and could_hold(m.nodes[n], w)
